@@ -1,0 +1,472 @@
+"""Reverse-mode autodiff: graph nodes, saved tensors, and the backward engine.
+
+**Nodes.** Every op is a :class:`Function` subclass with ``forward`` and ``backward`` side
+by side (PyTorch's ``ctx`` style). Applying an op to tensors that require grad creates one
+node — an instance of that class — which records
+
+* ``next``: for each tensor input, where its gradient goes: the input's own node, the
+  input tensor itself if it is a leaf that requires grad, or ``None``;
+* ``saved``: the tensors ``forward`` saved for ``backward``, each holding a storage
+  reference (so the bytes stay alive exactly as long as backward may need them).
+
+**Backward** (:func:`backward`) runs on explicit dependency counts, like the C engine in
+the seeds: first count, for every node reachable from the loss, how many consumers will
+send it a gradient; then run nodes whose count reached zero, summing each node's incoming
+gradients in one buffer. Every node runs exactly once, so the pass is linear in the graph
+size. ``order="topo"`` runs the teaching variant — an iterative depth-first topological
+sort, then nodes in reverse order — which must give identical gradients.
+
+Leaf gradients accumulate into ``leaf.grad`` (PyTorch semantics: a second backward adds
+to it). A node releases its saved tensors right after it ran unless ``retain_graph=True``.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+
+import numpy as np
+
+from . import dtypes
+from .memory import trace as _trace
+from .tensor import Tensor
+
+# --------------------------------------------------------------------------------------------
+# grad mode
+# --------------------------------------------------------------------------------------------
+_grad_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn graph recording on or off inside a ``with`` block (or a decorated function)."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        global _grad_enabled
+        self.prev, _grad_enabled = _grad_enabled, self.mode
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self.prev
+
+
+class no_grad(set_grad_enabled):
+    """``with mt.no_grad():`` or ``@mt.no_grad()``: ops inside record no graph."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    def __init__(self):
+        super().__init__(True)
+
+
+# --------------------------------------------------------------------------------------------
+# saved tensors
+# --------------------------------------------------------------------------------------------
+class SavedTensor:
+    """A tensor kept for backward: a storage reference, the view, and the version it saw.
+
+    It deliberately does not keep the tensor object alive (for non-leaves), only its bytes,
+    so ``refcount`` reads "+1 for this node". Unpacking checks the storage's version
+    counter: if an in-place op wrote to the bytes since, backward would compute with the
+    wrong numbers, so it raises PyTorch's error instead.
+    """
+
+    __slots__ = ("data", "storage", "version", "requires_grad", "grad_fn", "leaf", "is_output")
+
+    def __init__(self, t: Tensor, node: "Function", is_output: bool = False):
+        self.data = t._data
+        self.storage = t._storage
+        self.version = t._storage.version
+        self.requires_grad = t.requires_grad
+        self.is_output = is_output
+        self.grad_fn = None if is_output else t.grad_fn  # an output's grad_fn is the node itself
+        self.leaf = t if (t.requires_grad and t.grad_fn is None) else None
+        t._storage.incref(node)
+
+    def unpack(self, node: "Function") -> Tensor:
+        if self.storage is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or "
+                "if you need to access saved tensors after calling backward.")
+        if self.storage.version != self.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{dtypes.name(self.data.dtype)} {list(self.data.shape)}], "
+                f"which is output 0 of {type(node).__name__}, is at version "
+                f"{self.storage.version}; expected version {self.version} instead.")
+        if self.leaf is not None:
+            return self.leaf
+        t = object.__new__(Tensor)
+        from .tensor import _init
+
+        grad_fn = node if self.is_output else self.grad_fn
+        return _init(t, self.data, self.storage, None, self.requires_grad, grad_fn)
+
+    def release(self, node: "Function") -> None:
+        if self.storage is not None:
+            storage, self.storage, self.data, self.leaf = self.storage, None, None, None
+            storage.decref(node)
+
+
+# --------------------------------------------------------------------------------------------
+# nodes
+# --------------------------------------------------------------------------------------------
+class Function:
+    """Base class of every op. ``Op.apply(*args)`` runs ``forward`` and, if any tensor input
+    requires grad (and grad mode is on), keeps the instance as the output's ``grad_fn``.
+
+    Subclasses write::
+
+        @staticmethod
+        def forward(ctx, x, y):        # x, y: Tensors (or plain Python values)
+            ctx.save_for_backward(x, y)
+            return x._data * y._data   # a numpy array
+        @staticmethod
+        def backward(ctx, g):          # g: Tensor, d(loss)/d(output)
+            x, y = ctx.saved_tensors
+            return g * y, g * x        # one gradient per *tensor* input
+
+    ``backward`` is written with microtorch ops, so with ``create_graph=True`` the backward
+    pass itself is recorded and can be differentiated again.
+
+    View ops (``is_view = True``) may return a numpy view of their first input; the output
+    then shares that input's storage (zero-copy) — checked, not assumed.
+    """
+
+    is_view = False
+
+    def __init__(self):
+        self.next: tuple = ()
+        self.saved: tuple[SavedTensor, ...] = ()
+        self.needs_input_grad: tuple[bool, ...] = ()
+        self.input_shapes: tuple[tuple[int, ...], ...] = ()
+        self._save_output = False
+        self._retained = None  # weakrefs to outputs that asked for retain_grad()
+        self._nid = None
+
+    # -- ctx API (used inside forward) -----------------------------------------------------
+    def save_for_backward(self, *tensors: Tensor) -> None:
+        self._to_save = tensors
+
+    def save_output(self) -> None:
+        """Ask for the op's *output* to be saved too (appended last to ``saved_tensors``)."""
+        self._save_output = True
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor, ...]:
+        return tuple(s.unpack(self) for s in self.saved)
+
+    # -- applying ---------------------------------------------------------------------------
+    @classmethod
+    def apply(cls, *args, **kwargs) -> Tensor:
+        ctx = cls()
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        ctx._to_save = ()
+        out = cls.forward(ctx, *args, **kwargs)
+        requires_grad = _grad_enabled and any(t.requires_grad for t in inputs)
+        grad_fn = ctx if requires_grad else None
+        if cls.is_view and np.may_share_memory(out, inputs[0]._data):
+            result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
+        else:
+            result = Tensor._wrap(np.asarray(out), requires_grad, grad_fn)
+        if requires_grad:
+            ctx.needs_input_grad = tuple(t.requires_grad for t in inputs)
+            ctx.input_shapes = tuple(t.shape for t in inputs)
+            ctx.next = tuple(_edge(t) for t in inputs)
+            saved = [SavedTensor(t, ctx) for t in ctx._to_save]
+            if ctx._save_output:
+                saved.append(SavedTensor(result, ctx, is_output=True))
+            ctx.saved = tuple(saved)
+        del ctx._to_save
+        rec = _trace.active
+        if rec is not None:
+            rec.emit("op", op=cls.__name__, phase=rec.phase,
+                     node=_trace.node_id(ctx) if requires_grad else None,
+                     inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
+                     shape=list(result.shape), dtype=result.dtype.name,
+                     saved=[s.storage.id for s in ctx.saved],
+                     next=[_edge_id(e) for e in ctx.next])
+        return result
+
+    def _retain(self, t: Tensor) -> None:
+        if self._retained is None:
+            self._retained = []
+        self._retained.append(weakref.ref(t))
+
+    def release(self) -> None:
+        """Drop the saved tensors (their storage references) — done right after backward ran."""
+        for s in self.saved:
+            s.release(self)
+        rec = _trace.active
+        if rec is not None and self.saved:
+            rec.emit("release", node=_trace.node_id(self))
+
+    def __del__(self):
+        # a graph dropped without backward (e.g. `del loss`) lets go of its saved bytes too
+        for s in self.saved:
+            s.release(self)
+
+    @property
+    def name(self) -> str:
+        """PyTorch-style node name: the ``Mul`` op's node is ``MulBackward``."""
+        return type(self).__name__ + "Backward"
+
+    @property
+    def next_functions(self) -> tuple:
+        """PyTorch-style ``((node_or_leaf_or_None, 0), ...)``."""
+        return tuple((e, 0) for e in self.next)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+def _edge(t: Tensor):
+    """Where ``t``'s gradient goes: its node, itself if it is a leaf that requires grad, or nowhere."""
+    if not t.requires_grad:
+        return None
+    return t.grad_fn if t.grad_fn is not None else t
+
+
+def _edge_id(e):
+    if e is None:
+        return None
+    if isinstance(e, Function):
+        return {"node": _trace.node_id(e)}
+    return {"leaf": _trace.tensor_id(e)}
+
+
+# --------------------------------------------------------------------------------------------
+# the backward engine
+# --------------------------------------------------------------------------------------------
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
+             order: str = "deps") -> None:
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
+
+    ``grad_tensors`` is d(something)/d(tensors); it may be omitted only for scalars (then
+    it is 1). ``order="deps"`` (default) runs the dependency-counting engine,
+    ``order="topo"`` the topological-sort variant. ``inputs`` restricts accumulation to
+    those leaves.
+    """
+    roots = _roots(tensors, grad_tensors, create_graph)
+    only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
+    sink = functools.partial(_accumulate_into_leaf, create_graph=create_graph, only=only)
+    _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
+         create_graph=create_graph, order=order)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False) -> tuple[Tensor | None, ...]:
+    """d(outputs)/d(inputs), returned instead of accumulated into ``.grad``.
+
+    Inputs may be leaves or intermediate tensors.
+    """
+    inputs = _as_tuple(inputs)
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    captured: dict[int, Tensor] = {}
+    wanted_leaves = {id(t): t for t in inputs if t.grad_fn is None}
+    wanted_nodes = {}
+    for i, t in enumerate(inputs):
+        if t.grad_fn is not None:
+            wanted_nodes.setdefault(t.grad_fn, []).append(i)
+
+    def sink(leaf, g):
+        if id(leaf) in wanted_leaves:
+            captured[id(leaf)] = g if id(leaf) not in captured else captured[id(leaf)] + g
+
+    def on_node(node, g):
+        for i in wanted_nodes.get(node, ()):
+            captured[id(inputs[i])] = g
+
+    _run(_roots(outputs, grad_outputs, create_graph), sink,
+         retain_graph=create_graph if retain_graph is None else retain_graph,
+         create_graph=create_graph, on_node=on_node)
+    result = []
+    for t in inputs:
+        g = captured.get(id(t))
+        if g is None and not allow_unused:
+            raise RuntimeError("One of the differentiated Tensors appears to not have been used "
+                               "in the graph. Set allow_unused=True if this is the desired behavior.")
+        result.append(g if (g is None or create_graph) else g.detach())
+    return tuple(result)
+
+
+def _as_tuple(x):
+    return (x,) if isinstance(x, Tensor) else tuple(x)
+
+
+def _roots(tensors, grads, create_graph):
+    """Pair each output with its incoming gradient; ones for scalars, else an error."""
+    tensors = _as_tuple(tensors)
+    if grads is None:
+        grads = (None,) * len(tensors)
+    elif not isinstance(grads, (list, tuple)):
+        grads = (grads,)
+    if len(grads) != len(tensors):
+        raise RuntimeError(f"got {len(tensors)} tensors and {len(grads)} gradients")
+    roots = []
+    for t, g in zip(tensors, grads):
+        if not t.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                                   f"(this output has shape {list(t.shape)}); pass gradient=... "
+                                   f"of that shape, or reduce it first, e.g. .sum()")
+            g = Tensor._wrap(np.ones(t.shape, dtype=t.dtype))
+        elif not isinstance(g, Tensor):
+            g = Tensor._wrap(np.asarray(g, dtype=t.dtype))
+        if tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(g.shape)} "
+                               f"and output[0] has a shape of {list(t.shape)}.")
+        roots.append((_edge(t), g, t))
+    return roots
+
+
+def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> None:
+    """Centralized gradient accumulation: ``leaf.grad += g`` (or set it the first time)."""
+    if only is not None and id(leaf) not in only:
+        return
+    if leaf.grad is None:
+        if not create_graph:
+            g = g.detach()
+            if g._base is not None or not g.is_contiguous():
+                g = Tensor._wrap(np.array(g._data))  # never keep a view (e.g. a stride-0 expand) as .grad
+        leaf.grad = g
+    elif create_graph:
+        leaf.grad = leaf.grad + g
+    else:
+        np.add(leaf.grad._data, g._data, out=leaf.grad._data)
+        leaf.grad._storage.version += 1
+    rec = _trace.active
+    if rec is not None:
+        rec.emit("grad", tensor=rec.tensor(leaf), shape=list(leaf.grad.shape),
+                 norm=float(np.sqrt(np.sum(np.square(leaf.grad._data, dtype=np.float64)))))
+
+
+def _dependencies(roots) -> dict:
+    """For each node reachable from the roots: how many edges point at it (its consumers)."""
+    deps: dict[Function, int] = {}
+    stack = [r for r, _, _ in roots if isinstance(r, Function)]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        for e in node.next:
+            if isinstance(e, Function):
+                deps[e] = deps.get(e, 0) + 1
+                if e not in seen:
+                    seen.add(e)
+                    stack.append(e)
+    return deps
+
+
+def _topological_order(roots) -> list:
+    """Nodes in reverse topological order (consumers before producers); iterative DFS."""
+    order, visited = [], set()
+    for root, _, _ in roots:
+        if not isinstance(root, Function) or root in visited:
+            continue
+        visited.add(root)
+        stack = [(root, iter(root.next))]
+        while stack:
+            node, children = stack[-1]
+            for e in children:
+                if isinstance(e, Function) and e not in visited:
+                    visited.add(e)
+                    stack.append((e, iter(e.next)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)  # post-order: after everything it depends on
+    order.reverse()
+    return order
+
+
+def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None) -> None:
+    """Run the backward pass from ``roots`` (``(edge, grad, tensor)`` triples)."""
+    if order not in ("deps", "topo"):
+        raise ValueError(f"order must be 'deps' (dependency counting) or 'topo' (topological sort), got {order!r}")
+    buffers: dict = {}
+    for edge, g, _ in roots:
+        if isinstance(edge, Function):
+            buffers[edge] = buffers[edge] + g if edge in buffers else g
+        elif edge is not None:
+            sink(edge, g)
+    rec = _trace.active
+    if rec is not None:
+        rec.phase = "backward"
+    try:
+        _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, rec)
+    finally:
+        if rec is not None:
+            rec.phase = "forward"
+
+
+def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, rec) -> None:
+    with set_grad_enabled(create_graph):
+        if order == "topo":
+            schedule = _topological_order(roots)
+            if rec is not None:
+                rec.emit("backward", order="topo", schedule=[_trace.node_id(n) for n in schedule])
+            for node in schedule:
+                if node in buffers:
+                    _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
+            return
+        deps = _dependencies(roots)
+        ready = [r for r, _, _ in roots if isinstance(r, Function) and deps.get(r, 0) == 0]
+        ready = list(dict.fromkeys(ready))
+        if rec is not None:
+            rec.emit("backward", order="deps", pending={_trace.node_id(n): c for n, c in deps.items()},
+                     ready=[_trace.node_id(n) for n in ready])
+        while ready:
+            _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, deps, ready)
+
+
+def _run_node(node, buffers, sink, retain_graph, on_node, rec, deps, ready) -> None:
+    g = buffers.pop(node)
+    if on_node is not None:
+        on_node(node, g)
+    if node._retained:
+        for ref in node._retained:
+            t = ref()
+            if t is not None:
+                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+    grads = type(node).backward(node, g)
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    if len(grads) != len(node.next):
+        raise RuntimeError(f"function {node.name} returned {len(grads)} gradients, expected {len(node.next)}")
+    for i, (edge, gi, shape) in enumerate(zip(node.next, grads, node.input_shapes)):
+        if edge is None or gi is None:
+            continue
+        if gi.shape != shape:
+            raise RuntimeError(f"Function {node.name} returned an invalid gradient at index {i} - got "
+                               f"{list(gi.shape)} but expected shape compatible with {list(shape)}")
+        if isinstance(edge, Function):
+            buffers[edge] = buffers[edge] + gi if edge in buffers else gi
+            if deps is not None:
+                deps[edge] -= 1
+                if deps[edge] == 0:
+                    ready.append(edge)
+        else:
+            sink(edge, gi)
+    if not retain_graph:
+        node.release()
+    if rec is not None:
+        rec.emit("node_run", node=_trace.node_id(node), op=node.name,
+                 grad_shape=list(g.shape),
+                 pending=None if deps is None else {_trace.node_id(n): c for n, c in deps.items()},
+                 ready=None if ready is None else [_trace.node_id(n) for n in ready])

@@ -1,0 +1,191 @@
+"""Making tensors: from data, filled, ranges, random (seeded), and zero-copy from numpy."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import dtypes
+from .tensor import Tensor
+
+
+def _size(size) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = tuple(int(n) for n in size)
+    if any(n < 0 for n in out):
+        raise ValueError(f"sizes must be non-negative, got {list(out)}")
+    return out
+
+
+def _new(array: np.ndarray, requires_grad: bool) -> Tensor:
+    t = Tensor._wrap(array)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(array: np.ndarray, data):
+    """PyTorch's inference: Python floats → float32; ints → int64; bools → bool;
+    a numpy array keeps its dtype."""
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        if array.dtype.kind in "iu":
+            return dtypes.int64 if array.dtype.kind == "i" or array.dtype.itemsize < 8 else array.dtype
+        return array.dtype
+    if array.dtype.kind == "f":
+        return dtypes.default_float
+    if array.dtype.kind in "iu":
+        return dtypes.int64
+    if array.dtype.kind == "b":
+        return dtypes.bool_
+    raise TypeError(f"cannot make a tensor from {type(data).__name__} data "
+                    f"(numpy sees dtype {array.dtype}); give numbers or nested lists of numbers")
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors)."""
+    if isinstance(data, Tensor):
+        data = data._data
+    try:
+        array = np.array(data)
+    except ValueError as e:
+        raise ValueError(f"tensor(): the data is not rectangular (ragged nested lists?): {e}") from None
+    target = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(array, data)
+    return _new(np.array(array, dtype=target, order="C"), requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor over ``array``'s own bytes: writes through one are seen by the other."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    if not array.flags.c_contiguous:
+        raise ValueError("from_numpy: the array is not C-contiguous, so microtorch cannot view it "
+                         "without copying; pass np.ascontiguousarray(array) (a copy) instead")
+    dtypes.as_dtype(array.dtype)  # a clear error for unsupported dtypes
+    return Tensor._wrap(array)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _new(np.zeros(_size(size), dtype=dtypes.as_dtype(dtype)), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _new(np.ones(_size(size), dtype=dtypes.as_dtype(dtype)), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _new(np.empty(_size(size), dtype=dtypes.as_dtype(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    if dtype is None:
+        dtype = (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64
+                 if isinstance(fill_value, numbers.Integral) else dtypes.default_float)
+    return _new(np.full(_size((size,)), fill_value, dtype=dtypes.as_dtype(dtype)), requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``arange(5)`` → 0..4; integer arguments give int64, any float gives float32 (PyTorch)."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = dtypes.int64 if ints else dtypes.default_float
+    return _new(np.arange(start, end, step).astype(dtypes.as_dtype(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _new(np.linspace(start, end, steps).astype(dtypes.as_dtype(dtype)), requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _new(np.eye(n, m, dtype=dtypes.as_dtype(dtype)), requires_grad)
+
+
+# -- random numbers ----------------------------------------------------------------------------
+class Generator:
+    """A seeded source of random numbers (numpy's PCG64 underneath).
+
+    ``g = mt.Generator().manual_seed(0)``; pass ``generator=g`` to random functions, or use
+    ``mt.manual_seed(0)`` to seed the default generator. Same seed → same numbers.
+    """
+
+    def __init__(self, seed: int | None = None):
+        self.manual_seed(0 if seed is None else seed)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self._rng
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator (what ``randn`` etc. use without ``generator=``)."""
+    return default_generator.manual_seed(seed)
+
+
+def _rng(generator):
+    return (generator or default_generator).rng
+
+
+def _float_dtype(dtype):
+    d = dtypes.as_dtype(dtype)
+    if d.kind != "f" or d == dtypes.float16:
+        raise TypeError(f"random floats come as float32 or float64, not {d.name}")
+    return d
+
+
+def randn(*size, dtype=None, generator=None, requires_grad: bool = False) -> Tensor:
+    """Samples of the standard normal distribution N(0, 1)."""
+    a = _rng(generator).standard_normal(_size(size), dtype=_float_dtype(dtype))
+    return _new(a, requires_grad)
+
+
+def rand(*size, dtype=None, generator=None, requires_grad: bool = False) -> Tensor:
+    """Samples of the uniform distribution on [0, 1)."""
+    a = _rng(generator).random(_size(size), dtype=_float_dtype(dtype))
+    return _new(a, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, generator=None) -> Tensor:
+    """Integers uniform on [low, high) (``randint(high, size=...)`` starts at 0)."""
+    if high is None:
+        low, high = 0, low
+    a = _rng(generator).integers(low, high, size=_size((size,)) if size != () else ())
+    return _new(a.astype(dtypes.as_dtype(dtype or dtypes.int64)), False)
+
+
+def randperm(n: int, generator=None) -> Tensor:
+    return _new(_rng(generator).permutation(n).astype(np.int64), False)
+
+
+def randn_like(t: Tensor, generator=None, requires_grad: bool = False) -> Tensor:
+    return randn(t.shape, dtype=t.dtype, generator=generator, requires_grad=requires_grad)
+
+
+def rand_like(t: Tensor, generator=None, requires_grad: bool = False) -> Tensor:
+    return rand(t.shape, dtype=t.dtype, generator=generator, requires_grad=requires_grad)

@@ -1,0 +1,11 @@
+"""Every op of microtorch, forward and backward side by side, grouped by concept."""
+from .broadcast import unbroadcast
+from .elementwise import (abs, add, clamp, clone, div, exp, log, maximum, minimum, mul, neg, pow, relu,
+                          sigmoid, sqrt, sub, tanh, where)
+from .linalg import matmul
+from .loss import cross_entropy, log_softmax, mse_loss, nll_loss, softmax
+from .reduction import amax, amin, max, mean, min, sum, var
+from .shape import (broadcast_to, cat, expand, flatten, index, permute, reshape, squeeze, stack,
+                    transpose, unsqueeze, view)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

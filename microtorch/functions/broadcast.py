@@ -1,0 +1,72 @@
+"""Broadcasting: how operands meet in an op, and how gradients go back to each operand.
+
+Forward, numpy broadcasts (PyTorch's rules are the same: align trailing dimensions; each
+pair must be equal or one of them 1). Backward, a gradient arrives with the *output's*
+shape, so each operand's gradient must be summed over the dimensions broadcasting
+invented or stretched — :func:`unbroadcast`.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes
+from ..tensor import Tensor
+
+
+def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum ``g`` down to ``shape``: over leading dims broadcasting added, and over dims
+    where ``shape`` has 1 but ``g`` does not.  d(sum_j y_j)/dx = sum over copies of x."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    g = g.sum(dim=tuple(range(lead)) + stretched, keepdim=True)
+    return g.reshape(shape)
+
+
+def broadcast_error(op: str, a: Tensor, b: Tensor) -> RuntimeError:
+    """The error for operands whose shapes do not broadcast, naming both shapes and the op."""
+    sa, sb = a.shape, b.shape
+    for i in range(1, min(len(sa), len(sb)) + 1):
+        if sa[-i] != sb[-i] and 1 not in (sa[-i], sb[-i]):
+            where = f"at dimension {-i}: {sa[-i]} vs {sb[-i]}"
+            break
+    return RuntimeError(f"{op}: shapes {list(sa)} and {list(sb)} cannot be broadcast together ({where}); "
+                        "each trailing dimension must be equal, or 1 in one of them")
+
+
+def as_tensor_like(value, like: Tensor) -> Tensor:
+    """A Python/numpy scalar (or array-like) as a constant tensor that meets ``like``.
+
+    Scalars are "weak" as in PyTorch: ``float32_tensor * 2.5`` stays float32; an integer
+    tensor times a float scalar becomes the default float dtype.
+    """
+    if isinstance(value, (numbers.Number, np.number, np.bool_)):
+        if dtypes.is_floating(like.dtype) or isinstance(value, (bool, np.bool_)):
+            dtype = like.dtype
+        elif isinstance(value, (numbers.Integral, np.integer)):
+            dtype = like.dtype
+        else:
+            dtype = dtypes.default_float
+        return Tensor._wrap(np.array(value, dtype=dtype))
+    from ..creation import tensor
+
+    try:
+        return tensor(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"cannot combine a Tensor with {type(value).__name__}: {e}") from None
+
+
+def operands(a, b) -> tuple[Tensor, Tensor]:
+    """Both operands as tensors of one dtype (float beats int; wider float beats narrower)."""
+    if not isinstance(b, Tensor):
+        b = as_tensor_like(b, a)
+    elif not isinstance(a, Tensor):
+        a = as_tensor_like(a, b)
+    if a.dtype != b.dtype:
+        fa, fb = dtypes.is_floating(a.dtype), dtypes.is_floating(b.dtype)
+        dtype = a.dtype if fa and not fb else b.dtype if fb and not fa else np.promote_types(a.dtype, b.dtype)
+        a, b = a.to(dtype), b.to(dtype)
+    return a, b

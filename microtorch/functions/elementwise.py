@@ -1,0 +1,374 @@
+"""Elementwise ops. Each op's backward sits right under its forward; the docstring states
+the derivative. Binary ops broadcast, and their backward reduces each gradient back to its
+operand's shape with :func:`~microtorch.functions.broadcast.unbroadcast`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+from ..tensor import Tensor
+from .broadcast import broadcast_error, operands, unbroadcast
+
+
+def _broadcasting(op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
+    try:
+        return fn(a._data, b._data)
+    except ValueError:
+        raise broadcast_error(op, a, b) from None
+
+
+class Add(Function):
+    """z = a + b;  dz/da = 1, dz/db = 1."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        return _broadcasting("add", np.add, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        return unbroadcast(g, ctx.shapes[0]), unbroadcast(g, ctx.shapes[1])
+
+
+class Sub(Function):
+    """z = a - b;  dz/da = 1, dz/db = -1."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = a.shape, b.shape
+        return _broadcasting("sub", np.subtract, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        return unbroadcast(g, ctx.shapes[0]), unbroadcast(-g, ctx.shapes[1])
+
+
+class Mul(Function):
+    """z = a * b;  dz/da = b, dz/db = a."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _broadcasting("mul", np.multiply, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(g * b, a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(g * a, b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Div(Function):
+    """z = a / b;  dz/da = 1/b, dz/db = -a/b²."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _broadcasting("div", np.true_divide, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(g / b, a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(-g * a / (b * b), b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Neg(Function):
+    """z = -x;  dz/dx = -1."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return np.negative(x._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class Pow(Function):
+    """z = x ** p for a constant exponent p;  dz/dx = p · x^(p-1)."""
+
+    @staticmethod
+    def forward(ctx, x, p):
+        ctx.save_for_backward(x)
+        ctx.p = p
+        return np.power(x._data, p)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ctx.p * x ** (ctx.p - 1)
+
+
+class Exp(Function):
+    """z = eˣ;  dz/dx = eˣ = z (the output is saved, not recomputed)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_output()
+        return np.exp(x._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return g * z
+
+
+class Log(Function):
+    """z = ln x;  dz/dx = 1/x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.log(x._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / x
+
+
+class Sqrt(Function):
+    """z = √x;  dz/dx = 1 / (2√x) = 1 / (2z)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_output()
+        return np.sqrt(x._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return g / (2 * z)
+
+
+class Tanh(Function):
+    """z = tanh x;  dz/dx = 1 - z²."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_output()
+        return np.tanh(x._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return g * (1 - z * z)
+
+
+class Sigmoid(Function):
+    """z = 1 / (1 + e⁻ˣ);  dz/dx = z (1 - z)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_output()
+        d = x._data
+        # the two branches avoid overflow of e^(-x) for very negative x
+        e = np.exp(-np.abs(d))
+        return np.where(d >= 0, 1 / (1 + e), e / (1 + e)).astype(d.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return g * z * (1 - z)
+
+
+class Relu(Function):
+    """z = max(x, 0);  dz/dx = 1 where x > 0, else 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.maximum(x._data, 0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * Tensor._wrap((x._data > 0).astype(g.dtype))
+
+
+class Abs(Function):
+    """z = |x|;  dz/dx = sign(x) (0 at x = 0, as in PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.abs(x._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * Tensor._wrap(np.sign(x._data))
+
+
+class Clamp(Function):
+    """z = min(max(x, lo), hi);  dz/dx = 1 where lo ≤ x ≤ hi, else 0."""
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        if lo is None and hi is None:
+            raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+        ctx.save_for_backward(x)
+        ctx.lo, ctx.hi = lo, hi
+        return np.clip(x._data, lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        inside = np.ones(x.shape, dtype=bool)
+        if ctx.lo is not None:
+            inside &= x._data >= ctx.lo
+        if ctx.hi is not None:
+            inside &= x._data <= ctx.hi
+        return g * Tensor._wrap(inside.astype(g.dtype))
+
+
+class Where(Function):
+    """z = a where cond else b;  dz/da = cond, dz/db = not cond (cond gets no gradient)."""
+
+    @staticmethod
+    def forward(ctx, a, b, cond):
+        ctx.shapes = a.shape, b.shape
+        ctx.cond = cond._data.astype(bool)
+        try:
+            return np.where(ctx.cond, a._data, b._data)
+        except ValueError:
+            raise broadcast_error("where", a, b) from None
+
+    @staticmethod
+    def backward(ctx, g):
+        keep = Tensor._wrap(np.broadcast_to(ctx.cond, g.shape).astype(g.dtype))
+        return unbroadcast(g * keep, ctx.shapes[0]), unbroadcast(g * (1 - keep), ctx.shapes[1]), None
+
+
+class Maximum(Function):
+    """z = max(a, b) elementwise;  the gradient goes to the larger input, split evenly on ties."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _broadcasting("maximum", np.maximum, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        share_a = (a._data > b._data) + 0.5 * (a._data == b._data)
+        wa = Tensor._wrap(np.broadcast_to(share_a, g.shape).astype(g.dtype))
+        return unbroadcast(g * wa, a.shape), unbroadcast(g * (1 - wa), b.shape)
+
+
+class Cast(Function):
+    """z = x converted to another dtype;  dz/dx = 1 (the gradient is cast back)."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = x.dtype
+        return x._data.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(ctx.dtype)
+
+
+# -- the functional API -----------------------------------------------------------------------
+def add(a, b):
+    return Add.apply(*operands(a, b))
+
+
+def sub(a, b):
+    return Sub.apply(*operands(a, b))
+
+
+def mul(a, b):
+    return Mul.apply(*operands(a, b))
+
+
+def div(a, b):
+    a, b = operands(a, b)
+    if not a.dtype.kind == "f":  # true division of integers gives floats, as in PyTorch
+        a, b = a.float(), b.float()
+    return Div.apply(a, b)
+
+
+def neg(x):
+    return Neg.apply(x)
+
+
+def pow(x, exponent):  # noqa: A001 — PyTorch's name
+    if isinstance(exponent, Tensor):
+        if exponent.numel() != 1 or exponent.requires_grad:
+            raise TypeError("pow: microtorch supports a constant scalar exponent; for x ** y with a "
+                            "tensor y use exp(y * log(x))")
+        exponent = exponent.item()
+    return Pow.apply(x, exponent)
+
+
+def exp(x):
+    return Exp.apply(x)
+
+
+def log(x):
+    return Log.apply(x)
+
+
+def sqrt(x):
+    return Sqrt.apply(x)
+
+
+def tanh(x):
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    return Relu.apply(x)
+
+
+def abs(x):  # noqa: A001
+    return Abs.apply(x)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 — PyTorch's argument names
+    return Clamp.apply(x, min, max)
+
+
+def where(condition, input, other):  # noqa: A002
+    if not isinstance(condition, Tensor):
+        from ..creation import tensor
+
+        condition = tensor(condition)
+    if condition.dtype != np.bool_:
+        raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype.name}; "
+                        "compare first, e.g. x > 0")
+    a, b = operands(input, other)
+    return Where.apply(a, b, condition)
+
+
+def maximum(a, b):
+    return Maximum.apply(*operands(a, b))
+
+
+def minimum(a, b):
+    return -maximum(-a, -b)
+
+
+class Clone(Function):
+    """z = a copy of x in fresh, contiguous bytes;  dz/dx = 1."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return np.array(x._data, order="C")
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def clone(x):
+    return Clone.apply(x)

@@ -1,0 +1,51 @@
+"""Matrix multiplication: 1-D (dot), 2-D, and batched with broadcast batch dimensions."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+from .broadcast import operands, unbroadcast
+
+
+def _shape_error(a, b) -> RuntimeError:
+    if a.ndim == 0 or b.ndim == 0:
+        return RuntimeError(f"matmul: both arguments need at least 1 dimension, but they have "
+                            f"{a.ndim} and {b.ndim} (shapes {list(a.shape)} and {list(b.shape)}); "
+                            "use * for scaling by a scalar")
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if k_a != k_b:
+        return RuntimeError(f"matmul: shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied "
+                            f"(inner dimensions {k_a} != {k_b})")
+    return RuntimeError(f"matmul: batch dimensions of {list(a.shape)} and {list(b.shape)} do not broadcast")
+
+
+class Matmul(Function):
+    """C = A @ B;  dL/dA = G @ Bᵀ, dL/dB = Aᵀ @ G (batch dims summed where they broadcast).
+
+    A 1-D operand is treated as a row (left) or column (right) vector and the added
+    dimension removed again, as in numpy and PyTorch.
+    """
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        try:
+            return np.matmul(a._data, b._data)
+        except ValueError:
+            raise _shape_error(a, b) from None
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        a2 = a.unsqueeze(0) if a.ndim == 1 else a
+        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+        g2 = g.unsqueeze(-2) if a.ndim == 1 else g
+        g2 = g2.unsqueeze(-1) if b.ndim == 1 else g2
+        ga = unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+def matmul(a, b):
+    return Matmul.apply(*operands(a, b))

@@ -1,0 +1,160 @@
+"""Reductions: sum, mean, max/min, var. Backward spreads the gradient back over the
+reduced dimensions (a broadcast), so ``keepdim`` only changes the shape bookkeeping.
+"""
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from ..autograd import Function
+from ..tensor import Tensor
+
+
+def reduced_dims(op: str, dim, ndim: int) -> tuple[int, ...] | None:
+    """``dim`` (None, an int, or a tuple) as sorted non-negative dims; None means all."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    n = builtins.max(ndim, 1)
+    out = []
+    for d in dims:
+        if not -n <= d < n:
+            raise IndexError(f"{op}: Dimension out of range (expected to be in range of "
+                             f"[{-n}, {n - 1}], but got {d})")
+        out.append(int(d) % n)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{op}: dim {dims} names a dimension twice")
+    return tuple(sorted(out)) if ndim else ()
+
+
+def _keepdim_shape(shape, dims) -> tuple[int, ...]:
+    """The output shape with reduced dims kept as 1 — the shape the gradient broadcasts from."""
+    if dims is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in dims else n for i, n in enumerate(shape))
+
+
+class Sum(Function):
+    """z = Σ x over ``dim``;  dz/dx = 1 for every summed element (g broadcasts back)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False):
+        dims = reduced_dims("sum", dim, x.ndim)
+        ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
+        return np.sum(x._data, axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.kept).expand(ctx.shape)
+
+
+class Mean(Function):
+    """z = (1/n) Σ x over ``dim``;  dz/dx = 1/n."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False):
+        if x.dtype.kind != "f":
+            raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be floating "
+                               f"point, got {x.dtype.name}; use x.float().mean()")
+        dims = reduced_dims("mean", dim, x.ndim)
+        ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
+        ctx.n = x.numel() // builtins.max(int(np.prod(ctx.kept)), 1) if x.numel() else 0
+        return np.mean(x._data, axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.kept).expand(ctx.shape) / ctx.n
+
+
+class Amax(Function):
+    """z = max x over ``dim``;  dz/dx = 1 at the maximum (split evenly between ties)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, largest=True):
+        if x.numel() == 0:
+            raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0")
+        dims = reduced_dims("max" if largest else "min", dim, x.ndim)
+        reduce = np.max if largest else np.min
+        ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
+        out = reduce(x._data, axis=dims, keepdims=True)
+        hit = x._data == out
+        ctx.share = hit / hit.sum(axis=dims, keepdims=True)
+        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if dims is not None and i not in dims))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.kept).expand(ctx.shape) * Tensor._wrap(ctx.share.astype(g.dtype))
+
+
+class MaxDim(Function):
+    """values = x at ``indices`` (the arg-max/min) along ``dim``;  the gradient goes to those indices."""
+
+    @staticmethod
+    def forward(ctx, x, dim, indices, keepdim):
+        ctx.indices, ctx.shape, ctx.dim = indices, x.shape, dim
+        values = np.take_along_axis(x._data, indices, axis=dim)
+        return values if keepdim else np.squeeze(values, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        hot = np.zeros(ctx.shape, dtype=g.dtype)
+        np.put_along_axis(hot, ctx.indices, 1, axis=ctx.dim)
+        kept = list(ctx.shape)
+        kept[ctx.dim] = 1
+        return g.reshape(tuple(kept)).expand(ctx.shape) * Tensor._wrap(hot)
+
+
+minmax_result = namedtuple("minmax_result", ["values", "indices"])
+
+
+def sum(x, dim=None, keepdim=False):  # noqa: A001
+    return Sum.apply(x, dim, keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    return Mean.apply(x, dim, keepdim)
+
+
+def _extreme(x, dim, keepdim, largest):
+    if dim is None:
+        return Amax.apply(x, None, keepdim, largest)
+    op = "max" if largest else "min"
+    if x.ndim == 0:
+        raise IndexError(f"{op}(): a 0-d tensor has no dimension {dim}; use {op}() without dim")
+    (d,) = reduced_dims(op, dim, x.ndim)
+    if x.shape[d] == 0:
+        raise IndexError(f"{op}(): cannot reduce over dimension {dim}, which has size 0")
+    arg = (np.argmax if largest else np.argmin)(x._data, axis=d, keepdims=True)
+    values = MaxDim.apply(x, d, arg, keepdim)
+    indices = arg if keepdim else np.squeeze(arg, axis=d)
+    return minmax_result(values, Tensor._wrap(indices.astype(np.int64)))
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """``x.max()`` → the largest value; ``x.max(dim)`` → ``(values, indices)`` like PyTorch."""
+    return _extreme(x, dim, keepdim, largest=True)
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    return _extreme(x, dim, keepdim, largest=False)
+
+
+def amax(x, dim=None, keepdim=False):
+    return Amax.apply(x, dim, keepdim, True)
+
+
+def amin(x, dim=None, keepdim=False):
+    return Amax.apply(x, dim, keepdim, False)
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Σ (x - mean)² / (n - correction); ``correction=1`` (unbiased) by default, as in PyTorch."""
+    if unbiased is not None and correction is not None:
+        raise TypeError("var: give either unbiased or correction, not both")
+    c = correction if correction is not None else (0 if unbiased is False else 1)
+    dims = reduced_dims("var", dim, x.ndim)
+    n = x.numel() if dims is None else int(np.prod([x.shape[d] for d in dims]))
+    centered = x - x.mean(dim=dims, keepdim=True)
+    return (centered * centered).sum(dim=dims, keepdim=keepdim) / (n - c)

@@ -1,0 +1,289 @@
+"""Shape ops. Most are *views*: the output reads the input's storage with other strides
+(zero-copy), so they cost no bytes. Their backward puts the gradient back into the
+input's shape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+from ..tensor import Tensor, _dim
+
+
+def _shape_arg(shape) -> tuple[int, ...]:
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` like PyTorch."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(n) for n in shape)
+
+
+def _bad_shape(shape, x) -> RuntimeError:
+    return RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.numel()} "
+                        f"(input shape {list(x.shape)})")
+
+
+class View(Function):
+    """z = x read with a new shape, never copying;  dz/dx: reshape the gradient back."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return np.reshape(x._data, shape, copy=False)
+        except ValueError:
+            if -1 in shape or int(np.prod(shape)) == x.numel():
+                raise RuntimeError(
+                    f"view size is not compatible with input tensor's size and stride (at least one "
+                    f"dimension spans across two contiguous subspaces): shape {list(x.shape)} with "
+                    f"strides {list(x.stride())} cannot be viewed as {list(shape)}. "
+                    "Use .reshape(...) instead (it copies when it must).") from None
+            raise _bad_shape(shape, x) from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape)
+
+
+class Reshape(Function):
+    """Like :class:`View` but copies when the strides do not allow a view."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return np.reshape(x._data, shape)
+        except ValueError:
+            raise _bad_shape(shape, x) from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape)
+
+
+class Permute(Function):
+    """z = x with its dimensions reordered (strides permuted);  dz/dx: the inverse permutation."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+            raise RuntimeError(f"permute: dims {list(dims)} must be a permutation of "
+                               f"0..{x.ndim - 1} for a tensor of shape {list(x.shape)}")
+        ctx.inverse = tuple(np.argsort([d % x.ndim for d in dims]))
+        return np.transpose(x._data, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.permute(*ctx.inverse)
+
+
+class Unsqueeze(Function):
+    """z = x with a new dimension of size 1 at ``dim``;  dz/dx: drop it again."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = _dim(dim, x.ndim + 1, "unsqueeze")
+        return np.expand_dims(x._data, ctx.dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.squeeze(ctx.dim)
+
+
+class Squeeze(Function):
+    """z = x without size-1 dimensions (all, or the ones named);  dz/dx: reshape back."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.shape = x.shape
+        if dim is None:
+            return np.squeeze(x._data)
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = tuple(d for d in (_dim(d, x.ndim, "squeeze") for d in dims) if x.shape[d] == 1)
+        return np.squeeze(x._data, axis=dims) if dims else x._data.view()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape)
+
+
+class Expand(Function):
+    """z = x repeated along size-1 (or new leading) dims with stride 0 — no bytes copied;
+    dz/dx = the sum of the gradient over the copies."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        lead = len(shape) - x.ndim
+        if lead < 0:
+            raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater "
+                               f"or equal to the number of dimensions in the tensor ({x.ndim})")
+        target = tuple(x.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
+        ctx.shape = x.shape
+        try:
+            return np.broadcast_to(x._data, target)
+        except ValueError:
+            raise RuntimeError(f"expand: the expanded size {list(shape)} must match the existing size "
+                               f"{list(x.shape)} at every non-singleton dimension") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        from .broadcast import unbroadcast
+
+        return unbroadcast(g, ctx.shape)
+
+
+def _index_key(key):
+    """Tensors inside an index become numpy arrays; everything else passes through."""
+    if isinstance(key, tuple):
+        return tuple(_index_key(k) for k in key)
+    if isinstance(key, Tensor):
+        return key._data
+    if isinstance(key, list):
+        return np.asarray(key)
+    return key
+
+
+def _is_advanced(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, np.ndarray) for k in keys)
+
+
+class Index(Function):
+    """z = x[key]. Basic indexing (ints, slices, None, ...) is a view; integer-array or
+    boolean-mask indexing copies. dz/dx: scatter-add the gradient into zeros of x's shape
+    (repeated indices receive the sum)."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, key):
+        ctx.shape, ctx.key = x.shape, key
+        try:
+            return x._data[key]
+        except IndexError as e:
+            raise IndexError(f"{e} (indexing a tensor of shape {list(x.shape)})".replace("axis", "dimension")) from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return IndexAdd.apply(g, ctx.shape, ctx.key)
+
+
+class IndexAdd(Function):
+    """z = zeros(shape) with g added at ``key`` (the backward of indexing);  dz/dg = z[key]."""
+
+    @staticmethod
+    def forward(ctx, g, shape, key):
+        ctx.key = key
+        out = np.zeros(shape, dtype=g.dtype)
+        if _is_advanced(key):
+            np.add.at(out, key, g._data)
+        else:
+            out[key] = g._data
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg[ctx.key]
+
+
+class Cat(Function):
+    """z = the inputs joined along ``dim``;  each input's gradient is its slice of g."""
+
+    @staticmethod
+    def forward(ctx, *tensors, dim=0):
+        if not tensors:
+            raise RuntimeError("cat: expected a non-empty list of tensors")
+        d = _dim(dim, tensors[0].ndim, "cat")
+        ctx.dim, ctx.sizes = d, [t.shape[d] if t.ndim else 0 for t in tensors]
+        try:
+            return np.concatenate([t._data for t in tensors], axis=d)
+        except ValueError:
+            shapes = ", ".join(str(list(t.shape)) for t in tensors)
+            raise RuntimeError(f"cat: tensors must have the same shape except in dimension {dim}; "
+                               f"got {shapes}") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [], 0
+        for n in ctx.sizes:
+            idx = (slice(None),) * ctx.dim + (slice(start, start + n),)
+            grads.append(g[idx])
+            start += n
+        return tuple(grads)
+
+
+# -- the functional API -----------------------------------------------------------------------
+def view(x, *shape):
+    return View.apply(x, _shape_arg(shape))
+
+
+def reshape(x, *shape):
+    return Reshape.apply(x, _shape_arg(shape))
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return x.reshape(1)
+    s, e = _dim(start_dim, x.ndim, "flatten"), _dim(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    return x.reshape(x.shape[:s] + (-1,) + x.shape[e + 1:]) if x.numel() else x.reshape(
+        x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:])
+
+
+def permute(x, *dims):
+    return Permute.apply(x, _shape_arg(dims))
+
+
+def transpose(x, dim0, dim1):
+    dims = list(range(x.ndim))
+    d0, d1 = _dim(dim0, x.ndim, "transpose"), _dim(dim1, x.ndim, "transpose")
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return Permute.apply(x, tuple(dims))
+
+
+def unsqueeze(x, dim):
+    return Unsqueeze.apply(x, dim)
+
+
+def squeeze(x, dim=None):
+    return Squeeze.apply(x, dim)
+
+
+def expand(x, *sizes):
+    return Expand.apply(x, _shape_arg(sizes))
+
+
+def broadcast_to(x, shape):
+    return Expand.apply(x, tuple(shape))
+
+
+def index(x, key):
+    return Index.apply(x, _index_key(key))
+
+
+def cat(tensors, dim=0):
+    return Cat.apply(*tensors, dim=dim)
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack: expected a non-empty list of tensors")
+    shapes = {t.shape for t in tensors}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
+                           f"{', '.join(str(list(t.shape)) for t in tensors)}")
+    d = _dim(dim, tensors[0].ndim + 1, "stack")
+    return Cat.apply(*(t.unsqueeze(d) for t in tensors), dim=d)

@@ -1,0 +1,317 @@
+"""Tensor: a view (shape, strides, offset, dtype) over a refcounted :class:`Storage`.
+
+The numbers live in a :class:`~microtorch.memory.storage.Storage`; a tensor only says how
+to read them. Zero-copy views (``x.T``, ``x[1:]``, ``x.reshape(...)`` of contiguous data,
+``x.expand(...)``) are new tensors over the same storage, so ``x.T.storage is x.storage``.
+
+Autograd fields follow PyTorch: ``requires_grad``, ``grad``, ``grad_fn`` (the node that
+made this tensor, ``None`` for leaves), ``is_leaf``, ``retain_grad()``, ``backward()``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .memory import trace as _trace
+from .memory.storage import Storage, new_storage
+
+
+class Tensor:
+    """An n-dimensional array that can record the operations applied to it."""
+
+    __slots__ = ("_data", "_storage", "requires_grad", "grad", "grad_fn", "_base",
+                 "_retains_grad", "name", "_tid", "__weakref__")
+    __array_ufunc__ = None  # numpy defers to our reflected operators: np.float64(2) * t is a Tensor
+    __hash__ = object.__hash__  # == is elementwise (as in PyTorch), identity is the hash
+
+    def __init__(self, data, dtype=None, requires_grad: bool = False):
+        from .creation import tensor  # the same rules as mt.tensor(...)
+
+        t = tensor(data, dtype=dtype, requires_grad=requires_grad)
+        _init(self, t._data, t._storage, None, requires_grad, None)
+
+    @classmethod
+    def _wrap(cls, array: np.ndarray, requires_grad: bool = False, grad_fn=None) -> "Tensor":
+        """A tensor over a fresh storage holding ``array`` (the result of an op)."""
+        storage = new_storage(array)
+        t = object.__new__(cls)
+        return _init(t, storage.data.reshape(array.shape), storage, None, requires_grad, grad_fn)
+
+    @classmethod
+    def _view(cls, array: np.ndarray, base: "Tensor", requires_grad: bool = False, grad_fn=None) -> "Tensor":
+        """A tensor reading ``array``, a numpy view into ``base``'s storage (zero-copy)."""
+        t = object.__new__(cls)
+        return _init(t, array, base._storage, base._base if base._base is not None else base,
+                     requires_grad, grad_fn)
+
+    def __del__(self):
+        storage = getattr(self, "_storage", None)
+        if storage is not None and not storage.freed:
+            storage.decref(self)
+
+    # -- what a tensor is ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[_dim(dim, self.ndim, "size")]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def storage(self) -> Storage:
+        """The refcounted buffer this tensor views (shared by all its views)."""
+        return self._storage
+
+    def untyped_storage(self) -> Storage:
+        return self._storage
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements (not bytes), as in PyTorch."""
+        item = self._data.itemsize
+        strides = tuple(s // item for s in self._data.strides)
+        return strides if dim is None else strides[_dim(dim, self.ndim, "stride")]
+
+    def storage_offset(self) -> int:
+        """Index (in elements) of this view's first element within its storage."""
+        start = self._data.__array_interface__["data"][0]
+        origin = self._storage.data.__array_interface__["data"][0]
+        return (start - origin) // self._data.itemsize
+
+    def is_contiguous(self) -> bool:
+        return self._data.flags.c_contiguous
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes the storage has seen (PyTorch's ``t._version``)."""
+        return self._storage.version
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def data(self) -> "Tensor":
+        """A view of the same bytes, detached from the graph (PyTorch's ``.data``)."""
+        return self.detach()
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    # -- leaving microtorch ------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The numpy array over the same bytes (zero-copy, like ``torch.Tensor.numpy``)."""
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:
+            raise RuntimeError("Can't convert a Tensor that requires grad to a numpy array. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to a "
+                               "Python number; item() needs exactly one element")
+        return self._data.reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} elements is ambiguous; "
+                               "use .any() or .all()")
+        return bool(self.item())
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    # -- autograd ----------------------------------------------------------------------------
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and not dtypes.is_floating(self.dtype):
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
+                               f"(this one is {dtypes.name(self.dtype)}; convert with .float() first)")
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables; "
+                               "use .detach() to get a tensor outside the graph")
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on this non-leaf tensor after backward (leaves always keep it)."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is not None and not self._retains_grad:
+            self._retains_grad = True
+            self.grad_fn._retain(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None,
+                 order: str = "deps") -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see :func:`microtorch.autograd.backward`)."""
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                 inputs=inputs, order=order)
+
+    def detach(self) -> "Tensor":
+        """Same bytes, no graph: a view that does not require grad."""
+        return Tensor._view(self._data, self)
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # -- repr --------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        if self._storage.freed:
+            return "tensor(<freed storage>)"
+        body = np.array2string(self._data, separator=", ", prefix="tensor(", precision=4,
+                               floatmode="maxprec_equal", threshold=1000, edgeitems=3)
+        extras = []
+        if self.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_) or self.numel() == 0:
+            extras.append(f"dtype={dtypes.name(self.dtype)}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + ", ".join([body] + extras) + ")"
+
+
+
+# -- ops as methods and operators (each forwards to microtorch.functions) -----------------------
+def _methods():
+    from . import functions as F
+    from .comparison import compare
+
+    def reflected(fn):
+        return lambda self, other: fn(other, self)
+
+    ops = {
+        "__add__": (F.add), "__radd__": reflected(F.add),
+        "__sub__": (F.sub), "__rsub__": reflected(F.sub),
+        "__mul__": (F.mul), "__rmul__": reflected(F.mul),
+        "__truediv__": (F.div), "__rtruediv__": reflected(F.div),
+        "__matmul__": (F.matmul), "__rmatmul__": reflected(F.matmul),
+        "__pow__": (F.pow),
+        "__neg__": F.neg, "__pos__": lambda self: self, "__abs__": F.abs,
+        "__getitem__": F.index,
+        "add": (F.add), "sub": (F.sub), "mul": (F.mul), "div": (F.div),
+        "matmul": (F.matmul), "pow": (F.pow), "neg": F.neg,
+        "exp": F.exp, "log": F.log, "sqrt": F.sqrt, "tanh": F.tanh, "sigmoid": F.sigmoid,
+        "relu": F.relu, "abs": F.abs, "clamp": F.clamp, "maximum": F.maximum, "minimum": F.minimum,
+        "sum": F.sum, "mean": F.mean, "max": F.max, "min": F.min, "amax": F.amax, "amin": F.amin,
+        "var": F.var, "softmax": F.softmax, "log_softmax": F.log_softmax,
+        "reshape": F.reshape, "view": F.view, "flatten": F.flatten, "permute": F.permute,
+        "transpose": F.transpose, "unsqueeze": F.unsqueeze, "squeeze": F.squeeze,
+        "expand": F.expand, "broadcast_to": F.broadcast_to, "clone": F.clone,
+    }
+    for op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        ops[op] = ops[f"__{op}__"] = (lambda op: lambda self, other: compare(op, self, other))(op)
+    for name, fn in ops.items():
+        setattr(Tensor, name, fn)
+
+
+def _rpow(self, base):
+    raise TypeError("microtorch supports only constant exponents (x ** 2); for base ** x with a "
+                    "tensor x write mt.exp(x * math.log(base))")
+
+
+Tensor.__rpow__ = _rpow
+
+
+def _to(self, dtype) -> Tensor:
+    """The same values as ``dtype`` (no copy when the dtype already matches)."""
+    from .functions.elementwise import Cast
+
+    dtype = dtypes.as_dtype(dtype)
+    return self if dtype == self.dtype else Cast.apply(self, dtype)
+
+
+def _contiguous(self) -> Tensor:
+    """``self`` if its elements are already laid out row-major, else a contiguous copy."""
+    return self if self.is_contiguous() else self.clone()
+
+
+def _argmax(self, dim=None, keepdim=False) -> Tensor:
+    return self.max(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmax(self._data)))
+
+
+def _argmin(self, dim=None, keepdim=False) -> Tensor:
+    return self.min(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmin(self._data)))
+
+
+Tensor.to = _to
+Tensor.type = _to
+Tensor.float = lambda self: _to(self, dtypes.float32)
+Tensor.double = lambda self: _to(self, dtypes.float64)
+Tensor.long = lambda self: _to(self, dtypes.int64)
+Tensor.int = lambda self: _to(self, dtypes.int32)
+Tensor.bool = lambda self: _to(self, dtypes.bool_)
+Tensor.contiguous = _contiguous
+Tensor.argmax = _argmax
+Tensor.argmin = _argmin
+Tensor.any = lambda self: Tensor._wrap(np.array(self._data.any()))
+Tensor.all = lambda self: Tensor._wrap(np.array(self._data.all()))
+
+
+def _init(t: Tensor, array, storage: Storage, base, requires_grad, grad_fn) -> Tensor:
+    t._data = array
+    t._storage = storage
+    t._base = base
+    t.requires_grad = requires_grad
+    t.grad = None
+    t.grad_fn = grad_fn
+    t._retains_grad = False
+    t.name = None
+    t._tid = None
+    storage.incref(t)
+    return t
+
+
+def _dim(dim: int, ndim: int, op: str) -> int:
+    """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "
+                         f"dimension(s) (valid: {-max(ndim, 1)} .. {max(ndim, 1) - 1})")
+    return dim % max(ndim, 1)
+
+
+_methods()
