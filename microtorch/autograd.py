@@ -146,15 +146,16 @@ class Function:
     """
 
     is_view = False
-
-    def __init__(self):
-        self.next: tuple = ()
-        self.saved: tuple[SavedTensor, ...] = ()
-        self.needs_input_grad: tuple[bool, ...] = ()
-        self.input_shapes: tuple[tuple[int, ...], ...] = ()
-        self._save_output = False
-        self._retained = None  # weakrefs to outputs that asked for retain_grad()
-        self._nid = None
+    # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
+    # instance attributes for what it actually records.
+    next: tuple = ()  # where each tensor input's gradient goes (node, leaf tensor, or None)
+    saved: tuple = ()  # SavedTensor records (each holds a storage reference)
+    needs_input_grad: tuple = ()
+    input_shapes: tuple = ()  # backward checks each returned gradient against these
+    _to_save: tuple = ()
+    _save_output = False
+    _retained = None  # weakrefs to outputs that asked for retain_grad()
+    _nid = None  # id in a recorded trace
 
     # -- ctx API (used inside forward) -----------------------------------------------------
     def save_for_backward(self, *tensors: Tensor) -> None:
@@ -172,24 +173,29 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
         ctx = cls()
-        inputs = [a for a in args if isinstance(a, Tensor)]
-        ctx._to_save = ()
+        inputs = [a for a in args if type(a) is Tensor or isinstance(a, Tensor)]
         out = cls.forward(ctx, *args, **kwargs)
-        requires_grad = _grad_enabled and any(t.requires_grad for t in inputs)
+        requires_grad = False
+        if _grad_enabled:
+            for t in inputs:
+                if t.requires_grad:
+                    requires_grad = True
+                    break
         grad_fn = ctx if requires_grad else None
         if cls.is_view and np.may_share_memory(out, inputs[0]._data):
             result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
         else:
-            result = Tensor._wrap(np.asarray(out), requires_grad, grad_fn)
+            result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
         if requires_grad:
-            ctx.needs_input_grad = tuple(t.requires_grad for t in inputs)
-            ctx.input_shapes = tuple(t.shape for t in inputs)
-            ctx.next = tuple(_edge(t) for t in inputs)
+            ctx.needs_input_grad = tuple([t.requires_grad for t in inputs])
+            ctx.input_shapes = tuple([t._data.shape for t in inputs])
+            ctx.next = tuple([_edge(t) for t in inputs])
             saved = [SavedTensor(t, ctx) for t in ctx._to_save]
             if ctx._save_output:
                 saved.append(SavedTensor(result, ctx, is_output=True))
             ctx.saved = tuple(saved)
-        del ctx._to_save
+        if ctx._to_save:
+            ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
         rec = _trace.active
         if rec is not None:
             rec.emit("op", op=cls.__name__, phase=rec.phase,

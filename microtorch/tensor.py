@@ -35,7 +35,8 @@ class Tensor:
         """A tensor over a fresh storage holding ``array`` (the result of an op)."""
         storage = new_storage(array)
         t = object.__new__(cls)
-        return _init(t, storage.data.reshape(array.shape), storage, None, requires_grad, grad_fn)
+        return _init(t, array if storage.data.base is array else storage.data.reshape(array.shape),
+                     storage, None, requires_grad, grad_fn)
 
     @classmethod
     def _view(cls, array: np.ndarray, base: "Tensor", requires_grad: bool = False, grad_fn=None) -> "Tensor":
@@ -45,8 +46,8 @@ class Tensor:
                      requires_grad, grad_fn)
 
     def __del__(self):
-        storage = getattr(self, "_storage", None)
-        if storage is not None and not storage.freed:
+        storage = self._storage
+        if not storage.freed:
             storage.decref(self)
 
     # -- what a tensor is ------------------------------------------------------------------

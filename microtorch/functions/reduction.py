@@ -36,6 +36,13 @@ def _keepdim_shape(shape, dims) -> tuple[int, ...]:
     return tuple(1 if i in dims else n for i, n in enumerate(shape))
 
 
+def _spread(g: Tensor, kept: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:
+    """Broadcast a reduction's gradient back over the reduced dims (a stride-0 view)."""
+    if g.ndim and g.shape != kept:
+        g = g.reshape(kept)
+    return g.expand(shape)
+
+
 class Sum(Function):
     """z = Σ x over ``dim``;  dz/dx = 1 for every summed element (g broadcasts back)."""
 
@@ -47,7 +54,7 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.reshape(ctx.kept).expand(ctx.shape)
+        return _spread(g, ctx.kept, ctx.shape)
 
 
 class Mean(Function):
@@ -65,7 +72,7 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.reshape(ctx.kept).expand(ctx.shape) / ctx.n
+        return _spread(g, ctx.kept, ctx.shape) / ctx.n
 
 
 class Amax(Function):
@@ -85,7 +92,7 @@ class Amax(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.reshape(ctx.kept).expand(ctx.shape) * Tensor._wrap(ctx.share.astype(g.dtype))
+        return _spread(g, ctx.kept, ctx.shape) * Tensor._wrap(ctx.share.astype(g.dtype))
 
 
 class MaxDim(Function):
