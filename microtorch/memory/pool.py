@@ -1,0 +1,199 @@
+"""Pool: a size-class allocator — round each request up to a class, reuse freed blocks.
+
+Requests from ``min_block`` (64 B) to ``max_block`` (1 MiB) are rounded up to one of a
+fixed set of *size classes*; each class keeps a free list of blocks of exactly its size,
+carved from slabs of backing memory. A freed block goes back on its class's free list and
+the next request of that class reuses it — no new memory, no page faults.
+
+**Class spacing and the fragmentation bound.** Between 2ᵏ and 2ᵏ⁺¹ there are
+``classes_per_doubling`` = m = 8 classes, spaced 2ᵏ/m apart (64, 72, 80, …, 120, 128, 144, …).
+A request of n bytes lands in the smallest class c ≥ n; the class below is c − 2ᵏ/m < n,
+so the waste c − n < 2ᵏ/m, and since c > 2ᵏ the wasted fraction is below 1/(m + 1):
+*internal fragmentation < 1/9 ≈ 11.1 % ≤ 12.5 %* for every request from 64 B to 1 MiB
+(tcmalloc's bound). With jemalloc's m = 4 classes per doubling the same argument gives
+1/5 = 20 %. Requests under 64 B get a 64-byte block (one cache line), so the bound is
+stated from 64 B up. Slabs are 64-byte aligned; blocks inside them sit at multiples of
+their class size, which is always a multiple of 8 — enough for any dtype.
+
+Requests above ``max_block`` are served directly — one buffer each, returned on free.
+
+**Epoch-based deferred release.** With ``defer_epochs=k`` a freed block is held back until
+``advance_epoch()`` has been called k times, so code still reading it in the current
+epoch (an in-flight step, another thread's reader) never sees it reused underneath.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+
+import numpy as np
+
+from . import trace as _trace
+from .block import AllocatorError, Block, aligned_buffer
+
+SLAB_BYTES = 64 * 1024  # each class carves blocks from slabs of at least this many bytes
+
+
+def size_classes(min_block: int = 64, max_block: int = 1 << 20, per_doubling: int = 8) -> list[int]:
+    """The class sizes: ``per_doubling`` evenly spaced classes in each [2ᵏ, 2ᵏ⁺¹)."""
+    if min_block & (min_block - 1) or max_block & (max_block - 1):
+        raise ValueError("min_block and max_block must be powers of two")
+    if per_doubling <= 0 or per_doubling & (per_doubling - 1) or per_doubling > min_block:
+        raise ValueError("per_doubling must be a power of two no larger than min_block")
+    classes, size = [], min_block
+    while size < max_block:
+        step = size // per_doubling
+        classes.extend(size + i * step for i in range(per_doubling))
+        size *= 2
+    classes.append(max_block)
+    return classes
+
+
+class Pool:
+    """A size-class pool with per-class free lists, direct large blocks, and deferred release."""
+
+    def __init__(self, min_block: int = 64, max_block: int = 1 << 20, classes_per_doubling: int = 8,
+                 defer_epochs: int = 0, alignment: int = 64, name: str = "pool"):
+        if defer_epochs < 0:
+            raise ValueError(f"defer_epochs must be ≥ 0, got {defer_epochs}")
+        self.name, self.alignment, self.defer_epochs = name, alignment, defer_epochs
+        self.min_block, self.max_block = min_block, max_block
+        self.classes = size_classes(min_block, max_block, classes_per_doubling)
+        self.slabs: list[list[np.ndarray]] = [[] for _ in self.classes]
+        self.free_lists: list[list[Block]] = [[] for _ in self.classes]
+        self.held: list[tuple[int, Block]] = []  # (epoch freed, block) waiting for release
+        self.in_use: list[int] = [0] * len(self.classes)
+        self._carve: list[int] = [0] * len(self.classes)  # next unused offset in the class's last slab
+        self.epoch = 0
+        self.live: dict[int, Block] = {}
+        self.requested = 0  # bytes asked for by live blocks
+        self.reserved = 0  # bytes those blocks occupy (class sizes, or exact for direct blocks)
+        self.peak = 0
+        self.allocations = self.reuse_hits = self.direct_allocations = 0
+        self.direct_bytes = 0
+        self.alloc_ns = 0
+
+    def size_class(self, nbytes: int) -> int | None:
+        """Index of the class serving ``nbytes``, or None if it is served directly (too large)."""
+        if nbytes > self.max_block:
+            return None
+        return bisect.bisect_left(self.classes, max(nbytes, 1))
+
+    # -- allocating -------------------------------------------------------------------------
+    def alloc(self, nbytes: int, tag: str = "") -> Block:
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
+        t0 = time.perf_counter_ns()
+        c = self.size_class(nbytes)
+        reused = False
+        if c is None:
+            block = Block(self, -1, 0, nbytes, nbytes, 0, tag, aligned_buffer(nbytes, self.alignment))
+            self.direct_allocations += 1
+            self.direct_bytes += nbytes
+        else:
+            size = self.classes[c]
+            if self.free_lists[c]:
+                old = self.free_lists[c].pop()
+                # Same bytes, new handle: the old Block stays dead, so whoever still holds it
+                # gets "use after free" / "double free" instead of the new owner's bytes.
+                block = Block(self, old.chunk, old.offset, nbytes, size, 0, tag, old.memory, size_class=c)
+                self.reuse_hits += 1
+                reused = True
+            else:
+                block = self._carve_block(c, size, nbytes, tag)
+            self.in_use[c] += 1
+        self.live[block.id] = block
+        self.requested += nbytes
+        self.reserved += block.size
+        self.peak = max(self.peak, self.reserved)
+        self.allocations += 1
+        self.alloc_ns += time.perf_counter_ns() - t0
+        _emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
+              chunk=block.chunk, offset=block.offset, nbytes=nbytes, size=block.size, tag=tag,
+              reused=reused)
+        return block
+
+    def _carve_block(self, c: int, size: int, nbytes: int, tag: str) -> Block:
+        slabs = self.slabs[c]
+        if not slabs or self._carve[c] + size > slabs[-1].nbytes:
+            slabs.append(aligned_buffer(max(size, SLAB_BYTES // size * size), self.alignment))
+            self._carve[c] = 0
+        offset = self._carve[c]
+        self._carve[c] += size
+        slab = slabs[-1]
+        return Block(self, len(slabs) - 1, offset, nbytes, size, 0, tag, slab[offset: offset + size],
+                     size_class=c)
+
+    def free(self, block: Block) -> None:
+        """Give ``block`` back: onto its class's free list now, or after ``defer_epochs`` epochs."""
+        if block.owner is not self:
+            raise AllocatorError(f"{self.name}: {block!r} was not allocated by this pool (foreign block)")
+        if not block.live:
+            raise AllocatorError(f"{self.name}: double free of {block!r}")
+        block.live = False
+        del self.live[block.id]
+        self.requested -= block.nbytes
+        self.reserved -= block.size
+        if block.size_class is None:
+            self.direct_bytes -= block.nbytes
+            block.memory = None  # a direct block goes straight back to the system
+        else:
+            self.in_use[block.size_class] -= 1
+            if self.defer_epochs:
+                self.held.append((self.epoch, block))
+            else:
+                self.free_lists[block.size_class].append(block)
+        _emit("free_block", allocator=self.name, block=block.id, held=bool(self.defer_epochs))
+
+    def advance_epoch(self) -> int:
+        """Start a new epoch; blocks freed ``defer_epochs`` epochs ago become reusable."""
+        self.epoch += 1
+        keep = []
+        for freed_at, block in self.held:
+            if self.epoch - freed_at >= self.defer_epochs:
+                self.free_lists[block.size_class].append(block)
+            else:
+                keep.append((freed_at, block))
+        self.held = keep
+        _emit("pool_epoch", allocator=self.name, epoch=self.epoch, held=len(keep))
+        return self.epoch
+
+    def check(self, block: Block) -> None:
+        if not block.live:
+            raise AllocatorError(f"use after free: {block!r} was returned to {self.name}")
+
+    # -- numbers ----------------------------------------------------------------------------
+    @property
+    def fragmentation(self) -> float:
+        """Internal fragmentation of live blocks: 1 − requested / reserved."""
+        return 1 - self.requested / self.reserved if self.reserved else 0.0
+
+    def class_table(self) -> list[dict]:
+        """Per size class: blocks in use, on the free list, held back, and bytes reserved in slabs."""
+        held = [0] * len(self.classes)
+        for _, b in self.held:
+            held[b.size_class] += 1
+        return [{"size": size, "in_use": self.in_use[c], "free": len(self.free_lists[c]),
+                 "held": held[c], "slab_bytes": sum(s.nbytes for s in self.slabs[c])}
+                for c, size in enumerate(self.classes)
+                if self.slabs[c]]
+
+    def stats(self) -> dict:
+        return {"name": self.name, "requested": self.requested, "reserved": self.reserved,
+                "fragmentation": self.fragmentation, "peak": self.peak,
+                "allocations": self.allocations, "reuse_hits": self.reuse_hits,
+                "direct_allocations": self.direct_allocations, "direct_bytes": self.direct_bytes,
+                "slab_bytes": sum(s.nbytes for slabs in self.slabs for s in slabs),
+                "live_blocks": len(self.live), "held_blocks": len(self.held), "epoch": self.epoch}
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (f"Pool({self.name!r}: {s['live_blocks']} live blocks, {s['reserved']} B reserved for "
+                f"{s['requested']} B requested (fragmentation {s['fragmentation']:.1%}), "
+                f"{s['reuse_hits']} reuses, {s['direct_allocations']} direct)")
+
+
+def _emit(kind: str, **fields) -> None:
+    rec = _trace.active
+    if rec is not None:
+        rec.emit(kind, **fields)
