@@ -24,5 +24,15 @@ from .memory.trace import record as trace
 from .source import show_source
 
 float = float32  # noqa: A001 — PyTorch's alias (mt.float)
+bool = bool_  # noqa: A001 — PyTorch's name (mt.bool)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # mt.viz (pictures: imports ipywidgets/graphviz when used) and mt.exercises load on first use
+    if name in ("viz", "exercises"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'microtorch' has no attribute {name!r}")

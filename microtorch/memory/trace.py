@@ -22,13 +22,16 @@ active: "Trace | None" = None
 
 #: What each event kind means, and the fields it carries (besides ``kind`` and ``step``).
 KINDS = {
-    "tensor": "a tensor seen for the first time: tensor, name, shape, dtype, requires_grad, is_leaf, storage",
+    "tensor": "a tensor seen for the first time, or seen again after its name, requires_grad or "
+              "is_leaf changed (the latest event wins): tensor, name, shape, dtype, requires_grad, "
+              "is_leaf, storage",
     "alloc": "a storage got its bytes: storage, nbytes, dtype",
     "free": "a storage's bytes were released (its refcount reached 0): storage, nbytes",
     "refcount": "a storage's reference count changed: storage, refcount (new value), delta, holder",
     "op": "an op ran: op, phase ('forward' or 'backward'), node (None if no graph was recorded), "
           "inputs, output (tensor ids), shape, dtype, saved (storage ids), next (where input grads go)",
-    "backward": "a backward pass starts: order ('deps' or 'topo'), pending (node -> count) or schedule, ready",
+    "backward": "a backward pass starts: order ('deps' or 'topo'), roots (tensor ids backward starts "
+                "from), pending (node -> count) and ready, or schedule",
     "node_run": "a node's backward ran: node, op, grad_shape, pending (counts after it ran), ready",
     "grad": "a gradient was accumulated into a leaf's .grad: tensor, shape, norm",
     "release": "a node let go of its saved tensors: node",
@@ -62,7 +65,7 @@ class Trace:
     def __init__(self, events: list[dict] | None = None):
         self.events: list[dict] = list(events or [])
         self.phase = "forward"  # the backward engine sets "backward" while it runs
-        self._seen_tensors: set[int] = set()
+        self._seen_tensors: dict[int, tuple] = {}  # tensor id -> (name, requires_grad, is_leaf) last recorded
         self._previous: Trace | None = None
 
     # -- recording -----------------------------------------------------------------
@@ -72,10 +75,13 @@ class Trace:
         self.events.append(fields)
 
     def tensor(self, t) -> int:
-        """Id of ``t``; the first time it is seen, record a ``tensor`` event describing it."""
+        """Id of ``t``; record a ``tensor`` event describing it the first time it is seen,
+        and again if its name or autograd flags changed since (``a = mt.randn(3,
+        requires_grad=True); a.name = "a"`` is first seen inside ``randn``, nameless)."""
         tid = tensor_id(t)
-        if tid not in self._seen_tensors:
-            self._seen_tensors.add(tid)
+        state = (t.name, t.requires_grad, t.grad_fn is None)
+        if self._seen_tensors.get(tid) != state:
+            self._seen_tensors[tid] = state
             self.emit(
                 "tensor",
                 tensor=tid,
@@ -129,10 +135,16 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
-        doc = json.loads(Path(path).read_text())
+        # JSON object keys are strings; the only int-keyed dicts in events map node ids to
+        # counts ("pending"), so digit keys become ints again and the trace loads back unchanged
+        doc = json.loads(Path(path).read_text(), object_pairs_hook=_int_keys)
         if doc.get("format") != "microtorch-trace/1":
             raise ValueError(f"{path} is not a microtorch trace file (format={doc.get('format')!r})")
         return cls(doc["events"])
+
+
+def _int_keys(pairs) -> dict:
+    return {int(k) if k.isdigit() else k: v for k, v in pairs}
 
 
 def record() -> Trace:

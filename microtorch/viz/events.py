@@ -1,0 +1,189 @@
+"""Reading a recorded trace: names for tensors and nodes, and each event in plain words.
+
+Shared by every panel and by the player. Pure functions of the trace: nothing here
+touches live engine objects, so a trace loaded from JSON reads the same as a fresh one.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Callable, Iterable
+
+#: The events a student scrubs through with ``steps="ops"``: forward ops, the start of
+#: backward, each node run, each gradient accumulation. (Ops *inside* backward are the
+#: gradient arithmetic, not graph nodes; ``steps="events"`` shows them and everything else.)
+OPS_STEPS = ("op", "backward", "node_run", "grad")
+
+
+def events_of(trace) -> list[dict]:
+    """The event list of a :class:`~microtorch.Trace` (or of a plain list of event dicts)."""
+    return trace.events if hasattr(trace, "events") else list(trace)
+
+
+def clamp_step(trace, t: int | None) -> int:
+    """``t`` as an event index: ``None`` → the last event; negatives count from the end."""
+    n = len(events_of(trace))
+    if t is None:
+        return n - 1
+    if t < 0:
+        t += n
+    return max(-1, min(int(t), n - 1))
+
+
+def select_steps(trace, steps="ops") -> list[int]:
+    """The event indices a player steps through.
+
+    ``steps`` is ``"ops"`` (:data:`OPS_STEPS`, forward-phase ops only), ``"events"``
+    (every event), a collection of event kinds, or a predicate ``event -> bool``.
+    """
+    events = events_of(trace)
+    if steps == "events":
+        return list(range(len(events)))
+    if steps == "ops":
+        keep: Callable[[dict], bool] = lambda e: (e["kind"] in OPS_STEPS and not
+                                                 (e["kind"] == "op" and e.get("phase") == "backward"))
+    elif callable(steps):
+        keep = steps
+    elif isinstance(steps, Iterable) and not isinstance(steps, str):
+        kinds = set(steps)
+        keep = lambda e: e["kind"] in kinds
+    else:
+        raise ValueError(f"steps must be 'ops', 'events', a list of event kinds or a predicate, "
+                         f"got {steps!r}")
+    return [i for i, e in enumerate(events) if keep(e)]
+
+
+class TraceIndex:
+    """Look-ups over one trace: each tensor's recorded descriptions, each node's op."""
+
+    def __init__(self, events: list[dict]):
+        self.tensor_events: dict[int, list[dict]] = {}
+        self.node_op: dict[int, dict] = {}  # node id -> the forward op event that created it
+        self.producer: dict[int, int] = {}  # tensor id -> the node whose op made it
+        for e in events:
+            if e["kind"] == "tensor":
+                self.tensor_events.setdefault(e["tensor"], []).append(e)
+            elif e["kind"] == "op" and e.get("node") is not None and e.get("phase") != "backward":
+                self.node_op.setdefault(e["node"], e)
+                self.producer.setdefault(e["output"], e["node"])
+
+    def tensor_at(self, tid: int, t: int) -> dict | None:
+        """The latest description of tensor ``tid`` recorded at or before step ``t``
+        (the first one if it was only described later)."""
+        found = self.tensor_events.get(tid)
+        if not found:
+            return None
+        best = found[0]
+        for e in found:
+            if e["step"] <= t:
+                best = e
+        return best
+
+    def tensor_name(self, tid: int, t: int) -> str:
+        """``W`` for a named tensor, ``node 3's result`` for a graph op's unnamed result,
+        ``tensor 5`` otherwise."""
+        e = self.tensor_at(tid, t)
+        if e and e.get("name"):
+            return e["name"]
+        return f"node {self.producer[tid]}'s result" if tid in self.producer else f"tensor {tid}"
+
+    def tensor_label(self, tid: int, t: int) -> str:
+        """``W [3, 2]``: the name and shape."""
+        e = self.tensor_at(tid, t)
+        shape = f" {e['shape']}" if e else ""
+        return self.tensor_name(tid, t) + shape
+
+    def node_name(self, nid) -> str:
+        """``Relu (node 3)``."""
+        nid = int(nid)
+        op = self.node_op.get(nid)
+        return f"{op['op']} (node {nid})" if op else f"node {nid}"
+
+
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def index(trace) -> TraceIndex:
+    """A :class:`TraceIndex` for ``trace``, rebuilt only when the trace has grown."""
+    events = events_of(trace)
+    key = trace if hasattr(trace, "events") else None
+    if key is not None:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == len(events):
+            return hit[1]
+    built = TraceIndex(events)
+    if key is not None:
+        try:
+            _cache[key] = (len(events), built)
+        except TypeError:  # not weak-referenceable: just don't cache
+            pass
+    return built
+
+
+def int_keys(d: dict | None) -> dict[int, int]:
+    """Node-id dicts with int keys (JSON turns ``{3: 1}`` into ``{"3": 1}``)."""
+    return {int(k): v for k, v in (d or {}).items()}
+
+
+def describe_event(trace, i: int) -> str:
+    """Event ``i`` of ``trace`` in one plain sentence."""
+    events = events_of(trace)
+    if not 0 <= i < len(events):
+        return "nothing recorded yet" if i < 0 else f"no event {i} (the trace has {len(events)})"
+    e = events[i]
+    ix = index(trace)
+    kind = e["kind"]
+    T = lambda tid: ix.tensor_label(tid, i)  # noqa: E731
+    if kind == "tensor":
+        flags = ("leaf" if e.get("is_leaf") else "op result") + (
+            ", requires grad" if e.get("requires_grad") else "")
+        name = f" ({e['name']})" if e.get("name") else ""
+        return (f"tensor {e['tensor']}{name} recorded: shape {e['shape']}, {e['dtype']}, {flags}, "
+                f"viewing storage #{e['storage']}")
+    if kind == "alloc":
+        return f"storage #{e['storage']} allocated: {e['nbytes']} bytes of {e['dtype']}"
+    if kind == "free":
+        return f"storage #{e['storage']} freed: its {e['nbytes']} bytes are given back"
+    if kind == "refcount":
+        before = e["refcount"] - e["delta"]
+        verb = "took" if e["delta"] > 0 else "dropped"
+        return (f"storage #{e['storage']} refcount {before} → {e['refcount']}: "
+                f"{e.get('holder', '?')} {verb} a reference")
+    if kind == "op":
+        out = e["output"]
+        result = T(out) if ix.producer.get(out) != e.get("node") or ix.tensor_at(out, i).get("name") \
+            else f"tensor {out} {e['shape']}"
+        call = f"{e['op']}({', '.join(T(x) for x in e['inputs'])}) → {result}"
+        if e.get("phase") == "backward":
+            return f"inside backward: {call} (gradient arithmetic, not a graph node)"
+        if e.get("node") is None:
+            return f"forward: {call}; no graph node (no input requires grad, or grad is off)"
+        saved = e.get("saved") or []
+        holders = {}
+        for x in list(e["inputs"]) + [out]:
+            te = ix.tensor_at(x, i)
+            if te is not None:
+                holders.setdefault(te["storage"], ix.tensor_name(x, i) if x != out else "its result")
+        keeps = (", saving " + ", ".join(f"{holders.get(st, 'a tensor')} (storage #{st})" for st in saved)
+                 + " for backward") if saved else ""
+        return f"forward: {call}; recorded as node {e['node']}{keeps}"
+    if kind == "backward":
+        roots = ", ".join(T(r) for r in e.get("roots", [])) or "the output"
+        if e.get("order") == "topo":
+            sched = ", ".join(ix.node_name(n) for n in e.get("schedule", []))
+            return f"backward starts from {roots} (topological order): schedule {sched}"
+        ready = ", ".join(ix.node_name(n) for n in e.get("ready", [])) or "none"
+        pend = ", ".join(f"{ix.node_name(n)}: {c}" for n, c in int_keys(e.get("pending")).items())
+        return (f"backward starts from {roots}: pending counts {{{pend}}}; ready: {ready}")
+    if kind == "node_run":
+        ready = e.get("ready")
+        now = "" if ready is None else (
+            "; now ready: " + (", ".join(ix.node_name(n) for n in ready) or "none"))
+        return (f"backward ran node {e['node']} ({e['op']}) on an incoming gradient of shape "
+                f"{e['grad_shape']}{now}")
+    if kind == "grad":
+        return (f"gradient accumulated into {ix.tensor_name(e['tensor'], i)}.grad: "
+                f"shape {e['shape']}, norm {e['norm']:.4g}")
+    if kind == "release":
+        return f"{ix.node_name(e['node'])} released its saved tensors"
+    fields = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("kind", "step"))
+    return f"{kind}: {fields}"
