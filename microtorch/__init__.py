@@ -18,6 +18,7 @@ from .functions import (abs, add, amax, amin, broadcast_to, cat, clamp, clone, c
                         min, minimum, mse_loss, mul, neg, nll_loss, permute, pow, relu, reshape,
                         sigmoid, softmax, sqrt, squeeze, stack, sub, sum, tanh, transpose,
                         unbroadcast, unsqueeze, var, view, where)
+from .comparison import logical_and, logical_not, logical_or
 from .gradcheck import GradcheckError, gradcheck
 from .memory.trace import Trace
 from .memory.trace import record as trace

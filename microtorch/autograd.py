@@ -182,7 +182,7 @@ class Function:
                     requires_grad = True
                     break
         grad_fn = ctx if requires_grad else None
-        if cls.is_view and np.may_share_memory(out, inputs[0]._data):
+        if cls.is_view and (np.may_share_memory(out, inputs[0]._data) or (out.size == 0 and out.base is not None)):
             result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
         else:
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
@@ -263,13 +263,22 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     ``grad_tensors`` is d(something)/d(tensors); it may be omitted only for scalars (then
     it is 1). ``order="deps"`` (default) runs the dependency-counting engine,
     ``order="topo"`` the topological-sort variant. ``inputs`` restricts accumulation to
-    those leaves.
+    those tensors (leaves, or non-leaves whose ``.grad`` then gets filled, as in PyTorch).
     """
     roots = _roots(tensors, grad_tensors, create_graph)
     only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
     sink = functools.partial(_accumulate_into_leaf, create_graph=create_graph, only=only)
+    wanted: dict = {}  # non-leaf inputs, by the node that produced them
+    for t in () if inputs is None else _as_tuple(inputs):
+        if t.grad_fn is not None:
+            wanted.setdefault(t.grad_fn, []).append(t)
+
+    def on_node(node, g):
+        for t in wanted.get(node, ()):
+            _accumulate_into_leaf(t, g, create_graph=create_graph, only=None)
+
     _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
-         create_graph=create_graph, order=order)
+         create_graph=create_graph, order=order, on_node=on_node if wanted else None)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -426,7 +435,8 @@ def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, r
         if order == "topo":
             schedule = _topological_order(roots)
             if rec is not None:
-                rec.emit("backward", order="topo", schedule=[_trace.node_id(n) for n in schedule])
+                rec.emit("backward", order="topo", roots=[rec.tensor(t) for _, _, t in roots],
+                         schedule=[_trace.node_id(n) for n in schedule])
             for node in schedule:
                 if node in buffers:
                     _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
@@ -435,7 +445,8 @@ def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, r
         ready = [r for r, _, _ in roots if isinstance(r, Function) and deps.get(r, 0) == 0]
         ready = list(dict.fromkeys(ready))
         if rec is not None:
-            rec.emit("backward", order="deps", pending={_trace.node_id(n): c for n, c in deps.items()},
+            rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
+                     pending={_trace.node_id(n): c for n, c in deps.items()},
                      ready=[_trace.node_id(n) for n in ready])
         while ready:
             _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, deps, ready)

@@ -17,3 +17,22 @@ def compare(op: str, a, b) -> Tensor:
         return Tensor._wrap(np.asarray(_NUMPY[op](a._data, b._data)))
     except ValueError:
         raise broadcast_error(op, a, b) from None
+
+
+def logical_not(x: Tensor) -> Tensor:
+    """``~mask``: True where ``x`` is False (or zero)."""
+    return Tensor._wrap(np.logical_not(x._data))
+
+
+def logical_and(a, b) -> Tensor:
+    from .functions.broadcast import operands
+
+    a, b = operands(a, b)
+    return Tensor._wrap(np.logical_and(a._data, b._data))
+
+
+def logical_or(a, b) -> Tensor:
+    from .functions.broadcast import operands
+
+    a, b = operands(a, b)
+    return Tensor._wrap(np.logical_or(a._data, b._data))

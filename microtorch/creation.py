@@ -29,6 +29,8 @@ def _infer_dtype(array: np.ndarray, data):
     """PyTorch's inference: Python floats → float32; ints → int64; bools → bool;
     a numpy array keeps its dtype."""
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        if array.dtype == dtypes.int32:
+            return dtypes.int32  # as in PyTorch; other integer widths widen to int64
         if array.dtype.kind in "iu":
             return dtypes.int64 if array.dtype.kind == "i" or array.dtype.itemsize < 8 else array.dtype
         return array.dtype

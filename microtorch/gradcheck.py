@@ -64,7 +64,7 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     if worst is None:
         return True
     _, k, i, a_i, n_i = worst
-    msg = (f"Jacobian mismatch for input {k} (shape {list(wrt[k].shape)}) at element {list(i)}: "
+    msg = (f"Jacobian mismatch for input {k} (shape {list(wrt[k].shape)}) at element {[int(j) for j in i]}: "
            f"backward gives {a_i:.6g}, central differences give {n_i:.6g} "
            f"(|difference| {abs(a_i - n_i):.3g} > atol {atol} + rtol {rtol} · |numerical|)")
     if raise_exception:

@@ -220,7 +220,7 @@ class Tensor:
 # -- ops as methods and operators (each forwards to microtorch.functions) -----------------------
 def _methods():
     from . import functions as F
-    from .comparison import compare
+    from .comparison import compare, logical_and, logical_not, logical_or
 
     def reflected(fn):
         return lambda self, other: fn(other, self)
@@ -243,6 +243,8 @@ def _methods():
         "reshape": F.reshape, "view": F.view, "flatten": F.flatten, "permute": F.permute,
         "transpose": F.transpose, "unsqueeze": F.unsqueeze, "squeeze": F.squeeze,
         "expand": F.expand, "broadcast_to": F.broadcast_to, "clone": F.clone,
+        "logical_not": logical_not, "__invert__": logical_not,
+        "__and__": logical_and, "__or__": logical_or,
     }
     for op in ("lt", "le", "gt", "ge", "eq", "ne"):
         ops[op] = ops[f"__{op}__"] = (lambda op: lambda self, other: compare(op, self, other))(op)

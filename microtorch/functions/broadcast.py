@@ -66,7 +66,16 @@ def operands(a, b) -> tuple[Tensor, Tensor]:
     elif not isinstance(a, Tensor):
         a = as_tensor_like(a, b)
     if a.dtype != b.dtype:
-        fa, fb = dtypes.is_floating(a.dtype), dtypes.is_floating(b.dtype)
-        dtype = a.dtype if fa and not fb else b.dtype if fb and not fa else np.promote_types(a.dtype, b.dtype)
+        ca, cb = _category(a.dtype), _category(b.dtype)
+        if ca != cb:  # float beats int beats bool, whatever the widths
+            dtype = a.dtype if ca > cb else b.dtype
+        elif (a.ndim == 0) != (b.ndim == 0):  # PyTorch: a 0-d tensor does not widen a dimensioned
+            dtype = b.dtype if a.ndim == 0 else a.dtype  # one of its own kind (f32 (3,) + f64 () is f32)
+        else:
+            dtype = np.promote_types(a.dtype, b.dtype)
         a, b = a.to(dtype), b.to(dtype)
     return a, b
+
+
+def _category(dtype) -> int:
+    return 2 if dtype.kind == "f" else 1 if dtype.kind in "iu" else 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..autograd import Function
 from ..tensor import Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
@@ -100,6 +101,8 @@ class Pow(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        if ctx.p == 0:  # d(x⁰)/dx = 0 everywhere, also at x = 0 (where 0 · x⁻¹ would be nan), as in PyTorch
+            return Tensor._wrap(np.zeros(x.shape, dtype=g.dtype))
         return g * ctx.p * x ** (ctx.p - 1)
 
 
@@ -294,6 +297,9 @@ def div(a, b):
 
 
 def neg(x):
+    if x.dtype == np.bool_:
+        raise TypeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                        "To invert a mask, use mt.logical_not(mask) or (~mask)")
     return Neg.apply(x)
 
 
@@ -303,27 +309,35 @@ def pow(x, exponent):  # noqa: A001 — PyTorch's name
             raise TypeError("pow: microtorch supports a constant scalar exponent; for x ** y with a "
                             "tensor y use exp(y * log(x))")
         exponent = exponent.item()
+    if isinstance(exponent, float):  # int tensor ** 0.5 is a float32 tensor, as in PyTorch
+        x = _floating(x)
     return Pow.apply(x, exponent)
 
 
+def _floating(x):
+    """Integer/bool inputs of float-valued ops become the default float dtype (PyTorch), not
+    numpy's float64."""
+    return x if x.dtype.kind == "f" else x.to(dtypes.default_float)
+
+
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(_floating(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(_floating(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(_floating(x))
 
 
 def tanh(x):
-    return Tanh.apply(x)
+    return Tanh.apply(_floating(x))
 
 
 def sigmoid(x):
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(_floating(x))
 
 
 def relu(x):
@@ -346,6 +360,10 @@ def where(condition, input, other):  # noqa: A002
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype.name}; "
                         "compare first, e.g. x > 0")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):  # where(mask, 1.0, 0.0)
+        from ..creation import tensor
+
+        input = tensor(input)
     a, b = operands(input, other)
     return Where.apply(a, b, condition)
 

@@ -38,12 +38,20 @@ class Matmul(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
+        if a.ndim == 2 and b.ndim == 2:  # the common case, without the general bookkeeping
+            return (g @ b.mT if ctx.needs_input_grad[0] else None,
+                    a.mT @ g if ctx.needs_input_grad[1] else None)
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
-        g2 = g.unsqueeze(-2) if a.ndim == 1 else g
-        g2 = g2.unsqueeze(-1) if b.ndim == 1 else g2
-        ga = unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape) if ctx.needs_input_grad[1] else None
+        g2 = g.unsqueeze(-1) if b.ndim == 1 else g  # first: for 1-D @ 1-D, g is 0-d
+        g2 = g2.unsqueeze(-2) if a.ndim == 1 else g2
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = unbroadcast(g2 @ b2.mT, a2.shape)
+            ga = ga if ga.shape == a.shape else ga.reshape(a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = unbroadcast(a2.mT @ g2, b2.shape)
+            gb = gb if gb.shape == b.shape else gb.reshape(b.shape)
         return ga, gb
 
 

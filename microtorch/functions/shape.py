@@ -33,7 +33,9 @@ class View(Function):
         try:
             return np.reshape(x._data, shape, copy=False)
         except ValueError:
-            if -1 in shape or int(np.prod(shape)) == x.numel():
+            known = int(np.prod([n for n in shape if n != -1]))
+            fits = (known > 0 and x.numel() % known == 0) if -1 in shape else known == x.numel()
+            if fits:  # the size is right, so the strides are what forbid a view
                 raise RuntimeError(
                     f"view size is not compatible with input tensor's size and stride (at least one "
                     f"dimension spans across two contiguous subspaces): shape {list(x.shape)} with "
@@ -71,15 +73,35 @@ class Permute(Function):
 
     @staticmethod
     def forward(ctx, x, dims):
-        if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+        n = x.ndim
+        dims = tuple(d % n if -n <= d < n else d for d in dims) if n else tuple(dims)
+        if sorted(dims) != list(range(n)):
             raise RuntimeError(f"permute: dims {list(dims)} must be a permutation of "
-                               f"0..{x.ndim - 1} for a tensor of shape {list(x.shape)}")
-        ctx.inverse = tuple(np.argsort([d % x.ndim for d in dims]))
+                               f"0..{n - 1} for a tensor of shape {list(x.shape)}")
+        inverse = [0] * n
+        for i, d in enumerate(dims):
+            inverse[d] = i
+        ctx.inverse = tuple(inverse)
         return np.transpose(x._data, dims)
 
     @staticmethod
     def backward(ctx, g):
         return g.permute(*ctx.inverse)
+
+
+class Transpose(Function):
+    """z = x with two dimensions swapped (a view);  dz/dx: swap them back."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dim0, dim1):
+        ctx.dims = _dim(dim0, x.ndim, "transpose"), _dim(dim1, x.ndim, "transpose")
+        return np.swapaxes(x._data, *ctx.dims) if x.ndim else x._data.view()  # a 0-d tensor: itself
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(*ctx.dims)
 
 
 class Unsqueeze(Function):
@@ -108,7 +130,7 @@ class Squeeze(Function):
         if dim is None:
             return np.squeeze(x._data)
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        dims = tuple(d for d in (_dim(d, x.ndim, "squeeze") for d in dims) if x.shape[d] == 1)
+        dims = tuple(d for d in (_dim(d, x.ndim, "squeeze") for d in dims) if x.ndim and x.shape[d] == 1)
         return np.squeeze(x._data, axis=dims) if dims else x._data.view()
 
     @staticmethod
@@ -238,6 +260,8 @@ def flatten(x, start_dim=0, end_dim=-1):
     s, e = _dim(start_dim, x.ndim, "flatten"), _dim(end_dim, x.ndim, "flatten")
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:  # nothing to merge: the tensor itself, as in PyTorch
+        return x
     return x.reshape(x.shape[:s] + (-1,) + x.shape[e + 1:]) if x.numel() else x.reshape(
         x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:])
 
@@ -247,10 +271,7 @@ def permute(x, *dims):
 
 
 def transpose(x, dim0, dim1):
-    dims = list(range(x.ndim))
-    d0, d1 = _dim(dim0, x.ndim, "transpose"), _dim(dim1, x.ndim, "transpose")
-    dims[d0], dims[d1] = dims[d1], dims[d0]
-    return Permute.apply(x, tuple(dims))
+    return Transpose.apply(x, dim0, dim1)
 
 
 def unsqueeze(x, dim):

@@ -1,0 +1,157 @@
+"""Bad input gets a clear error at the call site, raised by microtorch (not deep inside numpy).
+
+Each case checks the exception type, that the message names what went wrong (the shapes,
+the op, the offending value), and that the last traceback frame is microtorch code.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import microtorch as mt
+
+PACKAGE = Path(mt.__file__).resolve().parent
+
+
+def raised_by_microtorch(excinfo) -> None:
+    last = Path(str(excinfo.traceback[-1].path)).resolve()
+    assert PACKAGE in last.parents, f"the error was raised in {last}, not in microtorch"
+
+
+def check(exc, fn, *fragments):
+    with pytest.raises(exc) as e:
+        fn()
+    msg = str(e.value)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in the message: {msg}"
+    raised_by_microtorch(e)
+    # numpy's own error, if there was one, is not chained onto ours ("raise ... from None")
+    assert e.value.__context__ is None or e.value.__suppress_context__
+    return msg
+
+
+@pytest.mark.parametrize("op, fn", [
+    ("add", lambda a, b: a + b),
+    ("sub", lambda a, b: a - b),
+    ("mul", lambda a, b: a * b),
+    ("div", lambda a, b: a / b),
+    ("maximum", mt.maximum),
+])
+def test_shape_mismatch_in_binary_ops_names_both_shapes(op, fn):
+    msg = check(RuntimeError, lambda: fn(mt.ones(2, 3), mt.ones(4)), op, "[2, 3]", "[4]")
+    assert "broadcast" in msg
+    check(RuntimeError, lambda: fn(mt.ones(2, 3, 4), mt.ones(3, 2, 4)), "[2, 3, 4]", "[3, 2, 4]", "3 vs 2")
+
+
+def test_where_shape_mismatch():
+    check(RuntimeError, lambda: mt.where(mt.ones(2) > 0, mt.ones(3), mt.ones(2)), "where", "[3]", "[2]")
+    check(TypeError, lambda: mt.where(mt.ones(2), mt.ones(2), mt.ones(2)), "bool")
+
+
+def test_integer_tensor_cannot_require_grad():
+    check(RuntimeError, lambda: mt.tensor([1, 2], requires_grad=True), "floating point", "int64")
+    check(RuntimeError, lambda: mt.arange(3).requires_grad_(), "floating point")
+    check(RuntimeError, lambda: mt.zeros(2, dtype=mt.int64, requires_grad=True), "floating point")
+
+
+@pytest.mark.parametrize("key, fragments", [
+    (5, ["index 5", "size 2", "[2, 3]"]),
+    ((slice(None), 3), ["index 3", "dimension 1", "[2, 3]"]),
+    (-3, ["index -3", "[2, 3]"]),
+    ([0, 2], ["index 2", "[2, 3]"]),
+    ((0, 0, 0), ["too many indices", "[2, 3]"]),
+])
+def test_indexing_out_of_range(key, fragments):
+    x = mt.ones(2, 3)
+    check(IndexError, lambda: x[key], *fragments)
+
+
+def test_indexing_with_a_tensor_out_of_range():
+    check(IndexError, lambda: mt.ones(2, 3)[mt.tensor([0, 7])], "index 7", "[2, 3]")
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "var"])
+def test_reduction_over_a_missing_dim(op):
+    x = mt.ones(2, 3)
+    name = op.lstrip("a")  # amax reports itself as max
+    check(IndexError, lambda: getattr(x, op)(2), name, "range", "2")
+    check(IndexError, lambda: getattr(x, op)((0, -3)), name, "-3")
+
+
+def test_max_min_over_a_missing_dim():
+    check(IndexError, lambda: mt.ones(2, 3).max(dim=4), "max", "4")
+    check(IndexError, lambda: mt.ones(2, 3).min(-3), "min", "-3")
+
+
+def test_reduction_naming_a_dim_twice():
+    check(RuntimeError, lambda: mt.ones(2, 3).sum((0, -2)), "sum", "twice")
+
+
+@pytest.mark.parametrize("sa, sb, fragments", [
+    ((2, 3), (4, 5), ["[2, 3]", "[4, 5]", "3 != 4"]),
+    ((3,), (4,), ["[3]", "[4]"]),
+    ((2, 3), (2,), ["[2, 3]", "[2]"]),
+    ((2, 3, 4), (3, 4, 5), ["[2, 3, 4]", "[3, 4, 5]", "batch"]),
+    ((), (3,), ["at least 1 dimension"]),
+])
+def test_matmul_incompatible_shapes(sa, sb, fragments):
+    check(RuntimeError, lambda: mt.matmul(mt.ones(*sa), mt.ones(*sb)), "matmul", *fragments)
+
+
+def test_mse_loss_shape_mismatch():
+    check(ValueError, lambda: mt.mse_loss(mt.ones(4, 1), mt.ones(4)), "mse_loss", "[4, 1]", "[4]")
+
+
+def test_cross_entropy_targets():
+    logits = mt.ones(2, 3)
+    check(IndexError, lambda: mt.cross_entropy(logits, mt.tensor([0, 3])), "3", "out of bounds", "0..2")
+    check(IndexError, lambda: mt.cross_entropy(logits, mt.tensor([-1, 0])), "-1", "out of bounds")
+    check(TypeError, lambda: mt.cross_entropy(logits, mt.tensor([0.0, 1.0])), "integer", "float32")
+    check(ValueError, lambda: mt.cross_entropy(logits, mt.tensor([0, 1, 2])), "[3]", "[2]")
+    check(ValueError, lambda: mt.cross_entropy(logits, mt.tensor([0, 1]), reduction="avg"), "reduction", "avg")
+
+
+def test_view_of_a_non_contiguous_tensor_says_use_reshape():
+    msg = check(RuntimeError, lambda: mt.ones(2, 3).T.view(6), "view", "reshape")
+    assert "[3, 2]" in msg and "[6]" in msg
+    assert mt.ones(2, 3).T.reshape(6).shape == (6,)  # the advice works
+
+
+def test_reshape_to_the_wrong_number_of_elements():
+    check(RuntimeError, lambda: mt.ones(2, 3).reshape(4), "[4]", "size 6")
+    msg = check(RuntimeError, lambda: mt.ones(2, 3).view(4, -1), "[4, -1]", "size 6")
+    assert "reshape" not in msg  # a wrong size, not a stride problem: reshape would fail too
+    check(RuntimeError, lambda: mt.ones(2, 3).T.view(4, -1), "[4, -1]", "size 6")
+
+
+def test_ragged_lists():
+    check(ValueError, lambda: mt.tensor([[1, 2], [3]]), "ragged")
+    check(TypeError, lambda: mt.tensor(["a", "b"]), "numbers")
+
+
+def test_shape_op_errors():
+    x = mt.ones(2, 3)
+    check(RuntimeError, lambda: mt.cat([x, mt.ones(2, 4)]), "cat", "[2, 3]", "[2, 4]")
+    check(RuntimeError, lambda: mt.stack([x, mt.ones(3, 2)]), "stack", "[2, 3]", "[3, 2]")
+    check(RuntimeError, lambda: x.expand(4, 3), "expand", "[4, 3]", "[2, 3]")
+    check(RuntimeError, lambda: x.permute(0, 0), "permute", "[2, 3]")
+    check(IndexError, lambda: x.transpose(0, 2), "transpose", "2")
+    check(IndexError, lambda: x.unsqueeze(3), "unsqueeze", "3")
+    check(IndexError, lambda: mt.softmax(x, 2), "softmax", "2")
+
+
+def test_scalar_conversions():
+    check(RuntimeError, lambda: mt.ones(2).item(), "2 elements")
+    check(RuntimeError, lambda: bool(mt.ones(2)), "ambiguous")
+
+
+def test_unsupported_dtype_and_exponent():
+    check(TypeError, lambda: mt.zeros(2, dtype=np.complex64), "unsupported dtype")
+    check(TypeError, lambda: mt.ones(2) ** mt.ones(2), "exponent")
+    check(TypeError, lambda: 2 ** mt.ones(2), "exp")
+
+
+def test_numpy_of_a_tensor_that_requires_grad():
+    check(RuntimeError, lambda: np.asarray(mt.ones(2, requires_grad=True)), "detach")
