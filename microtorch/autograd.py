@@ -187,9 +187,12 @@ class Function:
         else:
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
         if requires_grad:
-            ctx.needs_input_grad = tuple([t.requires_grad for t in inputs])
-            ctx.input_shapes = tuple([t._data.shape for t in inputs])
-            ctx.next = tuple([_edge(t) for t in inputs])
+            needs, shapes, edges = [], [], []
+            for t in inputs:
+                needs.append(t.requires_grad)
+                shapes.append(t._data.shape)
+                edges.append((t.grad_fn or t) if t.requires_grad else None)
+            ctx.needs_input_grad, ctx.input_shapes, ctx.next = tuple(needs), tuple(shapes), tuple(edges)
             saved = [SavedTensor(t, ctx) for t in ctx._to_save]
             if ctx._save_output:
                 saved.append(SavedTensor(result, ctx, is_output=True))
@@ -356,11 +359,9 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> 
     if only is not None and id(leaf) not in only:
         return
     if leaf.grad is None:
-        if not create_graph:
-            g = g.detach()
-            if g._base is not None or not g.is_contiguous():
-                g = Tensor._wrap(np.array(g._data))  # never keep a view (e.g. a stride-0 expand) as .grad
-        leaf.grad = g
+        # a fresh copy: g may be shared (add's backward hands one tensor to both inputs) or a
+        # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
+        leaf.grad = g if create_graph else Tensor._wrap(np.array(g._data))
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:

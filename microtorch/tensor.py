@@ -33,10 +33,10 @@ class Tensor:
     @classmethod
     def _wrap(cls, array: np.ndarray, requires_grad: bool = False, grad_fn=None) -> "Tensor":
         """A tensor over a fresh storage holding ``array`` (the result of an op)."""
-        storage = new_storage(array)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
         t = object.__new__(cls)
-        return _init(t, array if storage.data.base is array else storage.data.reshape(array.shape),
-                     storage, None, requires_grad, grad_fn)
+        return _init(t, array, new_storage(array), None, requires_grad, grad_fn)
 
     @classmethod
     def _view(cls, array: np.ndarray, base: "Tensor", requires_grad: bool = False, grad_fn=None) -> "Tensor":

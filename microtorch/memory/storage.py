@@ -78,13 +78,11 @@ class Storage:
 
 
 def new_storage(array: np.ndarray) -> Storage:
-    """Give ``array``'s bytes to a new storage, zero-copy when ``array`` is contiguous.
+    """Give a C-contiguous ``array``'s bytes to a new storage (zero-copy).
 
     This is the single allocation point of the engine: op results and creation functions
     come through here.
     """
-    if not array.flags.c_contiguous:
-        array = np.ascontiguousarray(array)
     return Storage(array.reshape(-1))
 
 
