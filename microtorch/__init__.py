@@ -6,7 +6,7 @@
 Importing microtorch loads numpy only: no matplotlib, graphviz or ipywidgets.
 """
 from .tensor import Tensor  # first: binding its operator methods imports the ops
-from . import dtypes
+from . import dtypes, memory
 from .autograd import (Function, backward, enable_grad, grad, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .creation import (Generator, arange, default_generator, empty, eye, from_numpy, full,

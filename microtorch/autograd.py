@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import weakref
 
 import numpy as np
 
 from . import dtypes
 from .memory import trace as _trace
+from .memory.nodes import nodes as _node_arena
+from .memory.storage import empty_storage
 from .tensor import Tensor
 
 # --------------------------------------------------------------------------------------------
@@ -153,9 +156,11 @@ class Function:
     needs_input_grad: tuple = ()
     input_shapes: tuple = ()  # backward checks each returned gradient against these
     _to_save: tuple = ()
+    _out = None  # (array, storage) handed out by empty() for the op's result
     _save_output = False
     _retained = None  # weakrefs to outputs that asked for retain_grad()
     _nid = None  # id in a recorded trace
+    record = None  # this node's 64-byte record in the node arena (None once released)
 
     # -- ctx API (used inside forward) -----------------------------------------------------
     def save_for_backward(self, *tensors: Tensor) -> None:
@@ -164,6 +169,14 @@ class Function:
     def save_output(self) -> None:
         """Ask for the op's *output* to be saved too (appended last to ``saved_tensors``)."""
         self._save_output = True
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Memory for the op's result, from the active allocator: forward computes into it
+        with ``out=`` instead of letting numpy allocate (and then copying)."""
+        storage = empty_storage(math.prod(shape), dtype)
+        out = storage.data.reshape(shape)
+        self._out = (out, storage)
+        return out
 
     @property
     def saved_tensors(self) -> tuple[Tensor, ...]:
@@ -182,7 +195,10 @@ class Function:
                     requires_grad = True
                     break
         grad_fn = ctx if requires_grad else None
-        if cls.is_view and (np.may_share_memory(out, inputs[0]._data) or (out.size == 0 and out.base is not None)):
+        if ctx._out is not None and out is ctx._out[0]:
+            result = Tensor._over(out, ctx._out[1], requires_grad, grad_fn)
+            ctx._out = None
+        elif cls.is_view and (np.may_share_memory(out, inputs[0]._data) or (out.size == 0 and out.base is not None)):
             result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
         else:
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
@@ -197,6 +213,7 @@ class Function:
             if ctx._save_output:
                 saved.append(SavedTensor(result, ctx, is_output=True))
             ctx.saved = tuple(saved)
+            ctx.record = _node_arena.new(ctx)
         if ctx._to_save:
             ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
         rec = _trace.active
@@ -215,17 +232,24 @@ class Function:
         self._retained.append(weakref.ref(t))
 
     def release(self) -> None:
-        """Drop the saved tensors (their storage references) — done right after backward ran."""
+        """Drop the saved tensors (their storage references) and free the node's record —
+        done right after the node ran in backward, unless the graph is retained."""
         for s in self.saved:
             s.release(self)
+        if self.record is not None:
+            self.record = None
+            _node_arena.free(self)
         rec = _trace.active
-        if rec is not None and self.saved:
+        if rec is not None:
             rec.emit("release", node=_trace.node_id(self))
 
     def __del__(self):
-        # a graph dropped without backward (e.g. `del loss`) lets go of its saved bytes too
+        # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too
         for s in self.saved:
             s.release(self)
+        if self.record is not None:
+            self.record = None
+            _node_arena.free(self)
 
     @property
     def name(self) -> str:
@@ -361,7 +385,12 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> 
     if leaf.grad is None:
         # a fresh copy: g may be shared (add's backward hands one tensor to both inputs) or a
         # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
-        leaf.grad = g if create_graph else Tensor._wrap(np.array(g._data))
+        if create_graph:
+            leaf.grad = g
+        else:
+            storage = empty_storage(g.numel(), g.dtype, "gradient")
+            leaf.grad = Tensor._over(storage.data.reshape(g.shape), storage)
+            np.copyto(leaf.grad._data, g._data)
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
@@ -373,20 +402,43 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> 
                  norm=float(np.sqrt(np.sum(np.square(leaf.grad._data, dtype=np.float64)))))
 
 
-def _dependencies(roots) -> dict:
-    """For each node reachable from the roots: how many edges point at it (its consumers)."""
-    deps: dict[Function, int] = {}
+def _dependencies(roots) -> list:
+    """Count, in the record of every node reachable from the roots, how many edges point
+    at it (its consumers); a node runs once that ``pending`` count is back to zero.
+    Returns the reachable nodes."""
     stack = [r for r, _, _ in roots if isinstance(r, Function)]
-    seen = set(stack)
+    for node in stack:
+        _alive(node).record["pending"] = 0
+    reachable, seen = list(stack), set(stack)
     while stack:
         node = stack.pop()
         for e in node.next:
             if isinstance(e, Function):
-                deps[e] = deps.get(e, 0) + 1
                 if e not in seen:
+                    _alive(e).record["pending"] = 0
                     seen.add(e)
+                    reachable.append(e)
                     stack.append(e)
-    return deps
+                e.record["pending"] += 1
+    return reachable
+
+
+def _alive(node: "Function") -> "Function":
+    if node.record is None:
+        raise RuntimeError(
+            "Trying to backward through the graph a second time (or directly access saved "
+            "tensors after they have already been freed). Saved intermediate values of the "
+            "graph are freed when you call .backward() or autograd.grad(). Specify "
+            "retain_graph=True if you need to backward through the graph a second time or "
+            "if you need to access saved tensors after calling backward. (In microtorch a "
+            f"node's record in the node arena is freed too, so this holds for {node.name} "
+            "even though it saved no tensors.)")
+    return node
+
+
+def _pending(nodes) -> dict:
+    """node id -> pending count, read from the records (0 for nodes already released)."""
+    return {_trace.node_id(n): (int(n.record["pending"]) if n.record is not None else 0) for n in nodes}
 
 
 def _topological_order(roots) -> list:
@@ -434,7 +486,7 @@ def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None) ->
 def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, rec) -> None:
     with set_grad_enabled(create_graph):
         if order == "topo":
-            schedule = _topological_order(roots)
+            schedule = [_alive(n) for n in _topological_order(roots)]
             if rec is not None:
                 rec.emit("backward", order="topo", roots=[rec.tensor(t) for _, _, t in roots],
                          schedule=[_trace.node_id(n) for n in schedule])
@@ -442,18 +494,17 @@ def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, r
                 if node in buffers:
                     _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
             return
-        deps = _dependencies(roots)
-        ready = [r for r, _, _ in roots if isinstance(r, Function) and deps.get(r, 0) == 0]
+        reachable = _dependencies(roots)
+        ready = [r for r, _, _ in roots if isinstance(r, Function) and r.record["pending"] == 0]
         ready = list(dict.fromkeys(ready))
         if rec is not None:
             rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
-                     pending={_trace.node_id(n): c for n, c in deps.items()},
-                     ready=[_trace.node_id(n) for n in ready])
+                     pending=_pending(reachable), ready=[_trace.node_id(n) for n in ready])
         while ready:
-            _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, deps, ready)
+            _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, reachable, ready)
 
 
-def _run_node(node, buffers, sink, retain_graph, on_node, rec, deps, ready) -> None:
+def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready) -> None:
     g = buffers.pop(node)
     if on_node is not None:
         on_node(node, g)
@@ -475,9 +526,10 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, deps, ready) -> N
                                f"{list(gi.shape)} but expected shape compatible with {list(shape)}")
         if isinstance(edge, Function):
             buffers[edge] = buffers[edge] + gi if edge in buffers else gi
-            if deps is not None:
-                deps[edge] -= 1
-                if deps[edge] == 0:
+            if ready is not None:
+                record = edge.record
+                record["pending"] -= 1
+                if record["pending"] == 0:
                     ready.append(edge)
         else:
             sink(edge, gi)
@@ -486,5 +538,5 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, deps, ready) -> N
     if rec is not None:
         rec.emit("node_run", node=_trace.node_id(node), op=node.name,
                  grad_shape=list(g.shape),
-                 pending=None if deps is None else {_trace.node_id(n): c for n, c in deps.items()},
+                 pending=None if reachable is None else _pending(reachable),
                  ready=None if ready is None else [_trace.node_id(n) for n in ready])

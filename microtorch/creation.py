@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from . import dtypes
+from .memory.storage import Storage
 from .tensor import Tensor
 
 
@@ -19,7 +20,7 @@ def _size(size) -> tuple[int, ...]:
 
 
 def _new(array: np.ndarray, requires_grad: bool) -> Tensor:
-    t = Tensor._wrap(array)
+    t = Tensor._wrap(array, tag="tensor")
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -64,7 +65,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
         raise ValueError("from_numpy: the array is not C-contiguous, so microtorch cannot view it "
                          "without copying; pass np.ascontiguousarray(array) (a copy) instead")
     dtypes.as_dtype(array.dtype)  # a clear error for unsupported dtypes
-    return Tensor._wrap(array)
+    return Tensor._over(array, Storage(array.reshape(-1), None, "tensor"))  # numpy keeps owning the bytes
 
 
 def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:

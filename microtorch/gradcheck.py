@@ -51,9 +51,9 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             for i in np.ndindex(t.shape):
                 orig = x[i]
                 x[i] = orig + eps
-                hi = np.sum(fn(*inputs)._data * v)
+                hi = np.sum(fn(*inputs).detach().numpy() * v)
                 x[i] = orig - eps
-                lo = np.sum(fn(*inputs)._data * v)
+                lo = np.sum(fn(*inputs).detach().numpy() * v)
                 x[i] = orig
                 numerical[i] = (hi - lo) / (2 * eps)
         err = np.abs(a - numerical) - (atol + rtol * np.abs(numerical))

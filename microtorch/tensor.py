@@ -31,12 +31,21 @@ class Tensor:
         _init(self, t._data, t._storage, None, requires_grad, None)
 
     @classmethod
-    def _wrap(cls, array: np.ndarray, requires_grad: bool = False, grad_fn=None) -> "Tensor":
-        """A tensor over a fresh storage holding ``array`` (the result of an op)."""
+    def _wrap(cls, array: np.ndarray, requires_grad: bool = False, grad_fn=None,
+              tag: str = "activation") -> "Tensor":
+        """A tensor over a fresh storage holding ``array``'s values (in the allocator serving ``tag``)."""
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
+        storage = new_storage(array, tag)
         t = object.__new__(cls)
-        return _init(t, array, new_storage(array), None, requires_grad, grad_fn)
+        return _init(t, array if storage.block is None else storage.data.reshape(array.shape),
+                     storage, None, requires_grad, grad_fn)
+
+    @classmethod
+    def _over(cls, array: np.ndarray, storage: Storage, requires_grad: bool = False, grad_fn=None) -> "Tensor":
+        """A tensor reading ``array``, which views all of ``storage`` (an op wrote its result there)."""
+        t = object.__new__(cls)
+        return _init(t, array, storage, None, requires_grad, grad_fn)
 
     @classmethod
     def _view(cls, array: np.ndarray, base: "Tensor", requires_grad: bool = False, grad_fn=None) -> "Tensor":
@@ -124,17 +133,27 @@ class Tensor:
 
     # -- leaving microtorch ------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The numpy array over the same bytes (zero-copy, like ``torch.Tensor.numpy``)."""
+        """The numpy array over the same bytes (zero-copy, like ``torch.Tensor.numpy``).
+
+        The array holds a reference to the storage (``storage.refcount`` counts it), so the
+        bytes stay this array's even after every tensor viewing them is gone — a pool would
+        otherwise hand them to the next tensor. Differs from PyTorch on purpose for tensors
+        in a step arena: those bytes are reclaimed when the step ends whatever holds them,
+        so you get a copy.
+        """
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        return self._data
+        if self._storage.views is not None:  # arena-backed: a copy that outlives the step
+            return np.array(self._data)
+        return np.asarray(_Export(self))
 
     def __array__(self, dtype=None, copy=None):
         if self.requires_grad:
             raise RuntimeError("Can't convert a Tensor that requires grad to a numpy array. "
                                "Use tensor.detach().numpy() instead.")
-        return self._data if dtype is None else self._data.astype(dtype)
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
 
     def tolist(self):
         return self._data.tolist()
@@ -202,6 +221,8 @@ class Tensor:
 
     # -- repr --------------------------------------------------------------------------------
     def __repr__(self) -> str:
+        if self._storage.stale:
+            return f"tensor(<stale: {self._storage.stale}>)"
         if self._storage.freed:
             return "tensor(<freed storage>)"
         body = np.array2string(self._data, separator=", ", prefix="tensor(", precision=4,
@@ -293,6 +314,25 @@ Tensor.argmax = _argmax
 Tensor.argmin = _argmin
 Tensor.any = lambda self: Tensor._wrap(np.array(self._data.any()))
 Tensor.all = lambda self: Tensor._wrap(np.array(self._data.all()))
+
+
+class _Export:
+    """The ``.base`` of an array handed out by ``numpy()``: one storage reference that lives
+    exactly as long as the array (numpy keeps an array's base alive)."""
+
+    __slots__ = ("storage", "__array_interface__")
+
+    def __init__(self, t: Tensor):
+        self.storage = t._storage
+        self.__array_interface__ = t._data.__array_interface__
+        self.storage.incref(self)
+
+    def __del__(self):
+        if not self.storage.freed:
+            self.storage.decref(self)
+
+    def __repr__(self) -> str:
+        return "a numpy array from .numpy()"
 
 
 def _init(t: Tensor, array, storage: Storage, base, requires_grad, grad_fn) -> Tensor:

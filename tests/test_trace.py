@@ -54,8 +54,13 @@ def test_active_is_restored_after_an_exception_and_when_nested():
 
 
 def test_all_event_kinds_appear_in_a_training_step():
+    from microtorch.memory import Arena, Pool, step_arena, use_pool
+
     with mt.trace() as tr:
-        small_training_step()
+        # a small arena (so it grows) and a pool with deferred release (so epochs count)
+        with use_pool(Pool(defer_epochs=1)) as pool, step_arena(Arena(capacity=64)):
+            small_training_step()
+            pool.advance_epoch()
     kinds = tr.kinds()
     assert set(kinds) == set(trace_module.KINDS)
     for i, e in enumerate(tr):
@@ -134,7 +139,9 @@ def test_release_events_follow_backward():
         n_retained = len(tr.filter("release"))
         loss.backward()
     assert n_retained == 0
-    assert len(tr.filter("release")) == 1  # only the Mul node saved anything
+    # after the second backward both nodes (Mul, Sum) let go: saved tensors and node records
+    assert len(tr.filter("release")) == 2
+    assert {e["node"] for e in tr.filter("release")} == {e["node"] for e in tr.filter("op") if e["node"]}
 
 
 def test_save_load_round_trip(tmp_path):

@@ -12,11 +12,21 @@ from ..tensor import Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
 
 
-def _broadcasting(op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
-    try:
-        return fn(a._data, b._data)
-    except ValueError:
-        raise broadcast_error(op, a, b) from None
+def _broadcasting(ctx, op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
+    """``fn(a, b)`` with PyTorch's broadcasting, written straight into the result's storage."""
+    if a.shape == b.shape:
+        shape = a.shape
+    else:
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise broadcast_error(op, a, b) from None
+    return fn(a._data, b._data, out=ctx.empty(shape, a.dtype))
+
+
+def _unary(ctx, fn, x: Tensor) -> np.ndarray:
+    """``fn(x)`` written straight into the result's storage."""
+    return fn(x._data, out=ctx.empty(x.shape, x.dtype))
 
 
 class Add(Function):
@@ -25,7 +35,7 @@ class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
-        return _broadcasting("add", np.add, a, b)
+        return _broadcasting(ctx, "add", np.add, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -38,7 +48,7 @@ class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
-        return _broadcasting("sub", np.subtract, a, b)
+        return _broadcasting(ctx, "sub", np.subtract, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -51,7 +61,7 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _broadcasting("mul", np.multiply, a, b)
+        return _broadcasting(ctx, "mul", np.multiply, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -67,7 +77,7 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _broadcasting("div", np.true_divide, a, b)
+        return _broadcasting(ctx, "div", np.true_divide, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -82,7 +92,7 @@ class Neg(Function):
 
     @staticmethod
     def forward(ctx, x):
-        return np.negative(x._data)
+        return _unary(ctx, np.negative, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -112,7 +122,7 @@ class Exp(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
-        return np.exp(x._data)
+        return _unary(ctx, np.exp, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -126,7 +136,7 @@ class Log(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.log(x._data)
+        return _unary(ctx, np.log, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -140,7 +150,7 @@ class Sqrt(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
-        return np.sqrt(x._data)
+        return _unary(ctx, np.sqrt, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -154,7 +164,7 @@ class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
-        return np.tanh(x._data)
+        return _unary(ctx, np.tanh, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -185,7 +195,7 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.maximum(x._data, 0)
+        return np.maximum(x._data, 0, out=ctx.empty(x.shape, x.dtype))
 
     @staticmethod
     def backward(ctx, g):
@@ -199,7 +209,7 @@ class Abs(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.abs(x._data)
+        return _unary(ctx, np.abs, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -253,7 +263,7 @@ class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _broadcasting("maximum", np.maximum, a, b)
+        return _broadcasting(ctx, "maximum", np.maximum, a, b)
 
     @staticmethod
     def backward(ctx, g):

@@ -83,7 +83,7 @@ def nll_loss(logp, target, reduction="mean"):
     _check_reduction("nll_loss", reduction)
     if logp.ndim != 2:
         raise ValueError(f"nll_loss: expected input of shape (N, C), got {list(logp.shape)}")
-    t = target._data if isinstance(target, Tensor) else np.asarray(target)
+    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)  # numpy() keeps its bytes alive
     if t.dtype.kind not in "iu":
         raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {t.dtype.name} "
                         "(for probabilities use a different loss; convert labels with .long())")

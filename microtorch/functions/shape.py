@@ -170,7 +170,7 @@ def _index_key(key):
     if isinstance(key, tuple):
         return tuple(_index_key(k) for k in key)
     if isinstance(key, Tensor):
-        return key._data
+        return key.detach().numpy()  # holds a storage reference: backward reads it later
     if isinstance(key, list):
         return np.asarray(key)
     return key

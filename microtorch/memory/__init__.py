@@ -1,5 +1,18 @@
-"""Where the bytes live: refcounted storages and the trace recorder (allocators come next)."""
-from .storage import Storage, new_storage
+"""Where the bytes live: allocators, refcounted storages, node records, the trace recorder.
+
+``mt.memory.step_arena()`` scopes a training step's activations to an arena;
+``mt.memory.stats()`` reports what the allocators did; ``use_heap()`` turns them off.
+"""
+from .arena import Arena
+from .block import AllocatorError, Block, OutOfMemoryError, align_up
+from .nodes import NodeArena, nodes
+from .placement import pool, reset_peak, step, step_arena, use_heap, use_pool
+from .pool import Pool, size_classes
+from .stats import stats
+from .storage import StaleTensorError, Storage, empty_storage, new_storage
 from .trace import Trace
 
-__all__ = ["Storage", "Trace", "new_storage"]
+__all__ = ["AllocatorError", "Arena", "Block", "NodeArena", "OutOfMemoryError", "Pool",
+           "StaleTensorError", "Storage", "Trace", "align_up", "empty_storage", "new_storage",
+           "nodes", "pool", "reset_peak", "size_classes", "stats", "step", "step_arena",
+           "use_heap", "use_pool"]

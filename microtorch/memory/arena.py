@@ -25,6 +25,8 @@ from .block import AllocatorError, Block, OutOfMemoryError, align_up, aligned_bu
 class Arena:
     """A chained-chunk bump allocator over numpy byte buffers."""
 
+    resets_under_users = True  # reset() can reclaim blocks that storages still use
+
     def __init__(self, capacity: int = 1 << 20, alignment: int = 64, growth: float = 1.5,
                  max_capacity: int | None = None, name: str = "arena"):
         if alignment <= 0 or alignment & (alignment - 1):
@@ -152,9 +154,16 @@ class Arena:
             raise AllocatorError(f"use after free: {block!r} was freed")
 
     def reset(self) -> None:
-        """Free every block at once: the top goes back to the start of the first chunk."""
+        """Free every block at once: the top goes back to the start of the first chunk.
+
+        Storages still using a block are marked stale, so every tensor viewing them raises
+        a use-after-reset error when touched instead of reading bytes that are reused.
+        """
         for block in self.live_blocks.values():
             block.live = False
+            storage = block.user() if block.user is not None else None
+            if storage is not None:
+                storage.invalidate(f"its bytes lived in {self.name}, which was reset")
         self.live_blocks.clear()
         self.generation += 1
         self._chunk = self._top = self._used_before = 0

@@ -32,6 +32,7 @@ from . import trace as _trace
 from .block import AllocatorError, Block, aligned_buffer
 
 SLAB_BYTES = 64 * 1024  # each class carves blocks from slabs of at least this many bytes
+_SMALL = 4096  # requests up to this size find their class in a lookup table
 
 
 def size_classes(min_block: int = 64, max_block: int = 1 << 20, per_doubling: int = 8) -> list[int]:
@@ -51,6 +52,8 @@ def size_classes(min_block: int = 64, max_block: int = 1 << 20, per_doubling: in
 
 class Pool:
     """A size-class pool with per-class free lists, direct large blocks, and deferred release."""
+
+    resets_under_users = False  # a pool block is reclaimed only by free(), never under a user
 
     def __init__(self, min_block: int = 64, max_block: int = 1 << 20, classes_per_doubling: int = 8,
                  defer_epochs: int = 0, alignment: int = 64, name: str = "pool"):
@@ -72,12 +75,16 @@ class Pool:
         self.allocations = self.reuse_hits = self.direct_allocations = 0
         self.direct_bytes = 0
         self.alloc_ns = 0
+        # small requests are the most frequent: their class is one table lookup, not a search
+        self._small = [bisect.bisect_left(self.classes, max(n, 1)) for n in range(_SMALL + 1)]
 
     def size_class(self, nbytes: int) -> int | None:
         """Index of the class serving ``nbytes``, or None if it is served directly (too large)."""
+        if nbytes <= _SMALL:
+            return self._small[nbytes]
         if nbytes > self.max_block:
             return None
-        return bisect.bisect_left(self.classes, max(nbytes, 1))
+        return bisect.bisect_left(self.classes, nbytes)
 
     # -- allocating -------------------------------------------------------------------------
     def alloc(self, nbytes: int, tag: str = "") -> Block:
@@ -105,12 +112,15 @@ class Pool:
         self.live[block.id] = block
         self.requested += nbytes
         self.reserved += block.size
-        self.peak = max(self.peak, self.reserved)
+        if self.reserved > self.peak:
+            self.peak = self.reserved
         self.allocations += 1
         self.alloc_ns += time.perf_counter_ns() - t0
-        _emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
-              chunk=block.chunk, offset=block.offset, nbytes=nbytes, size=block.size, tag=tag,
-              reused=reused)
+        rec = _trace.active
+        if rec is not None:
+            rec.emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
+                     chunk=block.chunk, offset=block.offset, nbytes=nbytes, size=block.size, tag=tag,
+                     reused=reused)
         return block
 
     def _carve_block(self, c: int, size: int, nbytes: int, tag: str) -> Block:
@@ -143,7 +153,9 @@ class Pool:
                 self.held.append((self.epoch, block))
             else:
                 self.free_lists[block.size_class].append(block)
-        _emit("free_block", allocator=self.name, block=block.id, held=bool(self.defer_epochs))
+        rec = _trace.active
+        if rec is not None:
+            rec.emit("free_block", allocator=self.name, block=block.id, held=bool(self.defer_epochs))
 
     def advance_epoch(self) -> int:
         """Start a new epoch; blocks freed ``defer_epochs`` epochs ago become reusable."""

@@ -35,6 +35,12 @@ KINDS = {
     "node_run": "a node's backward ran: node, op, grad_shape, pending (counts after it ran), ready",
     "grad": "a gradient was accumulated into a leaf's .grad: tensor, shape, norm",
     "release": "a node let go of its saved tensors: node",
+    "alloc_block": "an allocator handed out a block: allocator, block, chunk, offset, nbytes, size, "
+                   "tag, and padding (arena) or size_class and reused (pool)",
+    "free_block": "a block went back to its allocator: allocator, block, and held (pool: deferred release)",
+    "arena_chunk": "an arena got a chunk of backing memory: arena, chunk, nbytes, growth (False for the first)",
+    "arena_reset": "an arena freed every block at once: arena, generation (after the reset)",
+    "pool_epoch": "a pool advanced its epoch: allocator, epoch, held (blocks still held back)",
 }
 
 _tensor_ids = itertools.count(1)
