@@ -167,3 +167,353 @@ def check_unbroadcast(fn) -> None:
             hint = "Right shape, wrong numbers: sum (do not pick one slice) over the broadcast dimensions."
         _fail(f"{where} you returned\n{got_a}\nbut the engine's gradient is\n{want}\n{hint}")
     _passed("check_unbroadcast", len(UNBROADCAST_CASES))
+
+
+# =============================================================================================
+# notebook 02: backpropagation
+# =============================================================================================
+def _graph_cases(deep: int = 5000):
+    """Graphs to try a learner's graph walk on: ``(what, loss, labels)``.
+
+    ``labels`` maps each node to words a learner can find in the case's description
+    ("MulBackward (the node that made u)"); leaves carry names too. The graphs are built
+    by the engine itself, so their nodes are the real ``grad_fn`` objects.
+    """
+    from .creation import Generator, tensor
+
+    g = Generator().manual_seed(2)
+    cases = []
+
+    def case(what):
+        labels = {}
+
+        def name(label, t):
+            t.name = label
+            if t.grad_fn is not None:
+                labels[t.grad_fn] = f"{t.grad_fn.name} (the node that made {label})"
+            return t
+
+        return what, labels, name
+
+    what, labels, n = case("a plain chain, loss = (tanh(x * w) + b).sum()")
+    x = n("x", randn(3, dtype="float64", generator=g))
+    w = n("w", randn(3, dtype="float64", generator=g, requires_grad=True))
+    b = n("b", randn(3, dtype="float64", generator=g, requires_grad=True))
+    u = n("u", x * w)
+    h = n("h", u.tanh())
+    y = n("y", h + b)
+    cases.append((what, n("loss", y.sum()), labels))
+
+    what, labels, n = case("h = tanh(x * w) used three times, loss = (h * h + h).sum()")
+    x = n("x", randn(3, dtype="float64", generator=g, requires_grad=True))
+    w = n("w", randn(3, dtype="float64", generator=g, requires_grad=True))
+    u = n("u", x * w)
+    h = n("h", u.tanh())
+    hh = n("hh", h * h)
+    y = n("y", hh + h)
+    cases.append((what, n("loss", y.sum()), labels))
+
+    what, labels, n = case("two paths of different lengths from u to the loss, a = exp(u), "
+                           "c3 = tanh(tanh(2 * u)), loss = (a + c3).sum()")
+    x = n("x", randn(4, dtype="float64", generator=g, requires_grad=True))
+    u = n("u", x * 0.5)
+    a = n("a", u.exp())
+    c1 = n("c1", u * 2.0)
+    c2 = n("c2", c1.tanh())
+    c3 = n("c3", c2.tanh())
+    s = n("s", a + c3)
+    cases.append((what, n("loss", s.sum()), labels))
+
+    what, labels, n = case("doubling, y1 = x + x, y2 = y1 + y1, ..., y6 = y5 + y5 "
+                           "(each node feeds the next one twice)")
+    y = n("x", tensor(1.0, dtype="float64", requires_grad=True))
+    for k in range(1, 7):
+        y = n(f"y{k}", y + y)
+    cases.append((what, y, labels))
+
+    what, labels, n = case("a small MLP, loss = mean((relu(X @ W1 + b1) @ W2 + b2 - T) ** 2)")
+    X = n("X", randn(4, 3, dtype="float64", generator=g))
+    T = n("T", randn(4, 1, dtype="float64", generator=g))
+    W1 = n("W1", randn(3, 5, dtype="float64", generator=g, requires_grad=True))
+    b1 = n("b1", randn(5, dtype="float64", generator=g, requires_grad=True))
+    W2 = n("W2", randn(5, 1, dtype="float64", generator=g, requires_grad=True))
+    b2 = n("b2", randn(1, dtype="float64", generator=g, requires_grad=True))
+    z1 = n("z1", X @ W1)
+    a1 = n("a1", z1 + b1)
+    h1 = n("h1", a1.relu())
+    z2 = n("z2", h1 @ W2)
+    p = n("pred", z2 + b2)
+    d = n("diff", p - T)
+    sq = n("sq", d * d)
+    cases.append((what, n("loss", sq.mean()), labels))
+
+    what, labels, n = case(f"a deep chain of {deep:,} nodes, y1 = x * 1.0001, y2 = y1 * 1.0001, ...")
+    y = n("x", tensor(1.0, dtype="float64", requires_grad=True))
+    for k in range(1, deep + 1):
+        y = n(f"y{k}", y * 1.0001)
+    cases.append((what, y, labels))
+    return cases
+
+
+def _label(labels: dict, x) -> str:
+    from .autograd import Function
+
+    if isinstance(x, Function):
+        return labels.get(x, f"{x.name} (a node from some other graph)")
+    if isinstance(x, Tensor):
+        return f"the leaf tensor {x.name or '(unnamed)'}"
+    return repr(x)
+
+
+def _call_walk(fn, where: str, root):
+    """``fn(root)``, with a plain-words failure for deep recursion."""
+    try:
+        return fn(root)
+    except RecursionError:
+        _fail(f"{where}your function hit Python's recursion limit (about "
+              f"{__import__('sys').getrecursionlimit()} nested calls). A recursive walk goes one "
+              "call deeper per node, and real graphs (an RNN unrolled over a long sequence, a "
+              "deep network) are deeper than that. Walk with an explicit stack (a list you "
+              "append to and pop from) instead of recursion.")
+    except AssertionError:
+        raise
+    except Exception as exc:
+        _fail(f"{where}your function raised {type(exc).__name__}: {exc}\n"
+              "It should return an answer for this graph.")
+
+
+def _uses(labels: dict, consumers: list) -> str:
+    """"A (twice) and B": each consumer once, with how many of its edges point here."""
+    from collections import Counter
+
+    parts = [_label(labels, u) + {1: "", 2: " twice"}.get(k, f" {k} times")
+             for u, k in Counter(consumers).items()]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _consumer_edges(nodes) -> list:
+    """Every (consumer, producer) edge between graph nodes, in a stable order."""
+    from .autograd import Function
+
+    return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
+
+
+def check_topo_order(fn) -> None:
+    """``fn(root) -> list of nodes``: every node reachable from ``root`` (the loss's
+    ``grad_fn``), each once, consumers first: a node comes before every node it sends a
+    gradient to (the nodes in its ``next_functions``). That is the order in which backward
+    may run them. Checked on graphs built by the engine (shared subexpressions, paths of
+    different lengths, a deep chain), against the nodes the engine's own
+    ``_topological_order`` reaches.
+    """
+    from .autograd import Function, _topological_order
+
+    cases = _graph_cases()
+    for what, loss, labels in cases:
+        root = loss.grad_fn
+        where = f"for the graph: {what}\n"
+        want = _topological_order([(root, None, loss)])
+        got = _call_walk(fn, where, root)
+        if got is None:
+            _fail(f"{where}your function returned None: did you forget `return`?")
+        try:
+            got = list(got)
+        except TypeError:
+            _fail(f"{where}your function returned {type(got).__name__}; return a list of nodes.")
+        for x in got:
+            if not isinstance(x, Function):
+                if isinstance(x, Tensor):
+                    _fail(f"{where}your list contains {_label(labels, x)}. Leaves are not nodes: "
+                          "they have no backward to run (their gradient is just added into .grad). "
+                          "Put only nodes (instances of mt.Function) in the order; skip edges that "
+                          "are tensors or None.")
+                if isinstance(x, tuple):
+                    _fail(f"{where}your list contains the tuple {x!r}. next_functions holds "
+                          "(node, 0) pairs: take the node, element [0].")
+                _fail(f"{where}your list contains {x!r}, which is not a graph node; "
+                      "return only nodes (instances of mt.Function).")
+        seen: dict = {}
+        for i, x in enumerate(got):
+            if x in seen:
+                _fail(f"{where}{_label(labels, x)} appears more than once (at positions "
+                      f"{seen[x]} and {i}). Backward runs each node exactly once; keep a set "
+                      "of the nodes you have already visited.")
+            seen[x] = i
+        missing = [x for x in want if x not in seen]
+        if missing:
+            _fail(f"{where}your list has {len(got)} nodes, but {len(want)} nodes are reachable "
+                  f"from the loss; missing, e.g.: {_label(labels, missing[0])}.\nFollow every "
+                  "edge of every node (all of node.next_functions, not just the first), down "
+                  "to the leaves.")
+        reachable = set(want)
+        extra = [x for x in got if x not in reachable]
+        if extra:
+            _fail(f"{where}your list contains {_label(labels, extra[0])}, which the loss does "
+                  "not reach: no gradient goes there.")
+        if got[0] is not root:
+            hint = ""
+            if got[-1] is root:
+                hint = ("\nYour list ends with the loss's node: it is producers-first, the order "
+                        "forward made the nodes. Backward needs the reverse: consumers first.")
+            _fail(f"{where}your list starts with {_label(labels, got[0])}, but backward starts "
+                  f"at the loss's node, {_label(labels, root)}: nothing can run before it, "
+                  "because every other node waits for a gradient that starts there." + hint)
+        for u, v in _consumer_edges(got):
+            if seen[v] < seen[u]:
+                hint = ("A node may run only after *every* node that uses its result has run "
+                        "(they each send it a part of its gradient). Reaching a node once is "
+                        "not enough: in a graph where one node is reached by paths of "
+                        "different lengths, a breadth-first walk puts it too early. Use a "
+                        "depth-first post-order (a node after everything it leads to), then "
+                        "reverse the list.")
+                _fail(f"{where}{_label(labels, v)} came at position {seen[v]}, before "
+                      f"{_label(labels, u)} at position {seen[u]}, which feeds it its "
+                      f"gradient.\n" + hint)
+    _passed("check_topo_order", len(cases))
+
+
+def check_dependency_counts(fn) -> None:
+    """``fn(root) -> {node: count}``: for each node reachable from ``root`` (the loss's
+    ``grad_fn``), how many edges point at it, i.e. how many gradients it must receive
+    before it can run (the loss's own node: 0; nodes you leave out count as 0). Checked
+    against the counts the engine's ``_dependencies`` writes into each node's record
+    (``node.record["pending"]``) before backward starts.
+    """
+    from .autograd import Function, _dependencies
+
+    cases = _graph_cases()
+    for what, loss, labels in cases:
+        root = loss.grad_fn
+        where = f"for the graph: {what}\n"
+        reachable = _dependencies([(root, None, loss)])
+        want = {node: int(node.record["pending"]) for node in reachable}
+        got = _call_walk(fn, where, root)
+        if got is None:
+            _fail(f"{where}your function returned None: did you forget `return`?")
+        if not hasattr(got, "get") or not hasattr(got, "items"):
+            _fail(f"{where}your function returned {type(got).__name__}; return a dict "
+                  "{node: count}.")
+        for k, v in got.items():
+            if isinstance(k, Tensor):
+                _fail(f"{where}your dict has a count for {_label(labels, k)}. Leaves do not "
+                      "wait for anything (each gradient that reaches one is added into its .grad "
+                      "on arrival), so only nodes get counts; skip edges that are tensors.")
+            if not isinstance(k, Function):
+                _fail(f"{where}your dict has the key {k!r}; the keys should be the nodes "
+                      "themselves (instances of mt.Function).")
+            if k not in want:
+                _fail(f"{where}your dict has a count for {_label(labels, k)}, which the loss "
+                      "does not reach.")
+        for node, w in want.items():
+            c = got.get(node, 0)
+            try:
+                c = int(c)
+            except (TypeError, ValueError):
+                _fail(f"{where}the count for {_label(labels, node)} is {c!r}; counts are integers.")
+            if c == w:
+                continue
+            consumers = [u for u in reachable for v in u.next if v is node]
+            distinct = len(set(consumers))
+            msg = (f"{where}you counted {c} for {_label(labels, node)}; the engine counts {w}: "
+                   + (f"{w} edge{'s point' if w != 1 else ' points'} at it, from "
+                      + _uses(labels, consumers) + "." if consumers else "it is the loss's own node."))
+            if node is root and c:
+                hint = "The loss's node has no consumers: backward starts there, its count is 0."
+            elif c == distinct and distinct < w:
+                hint = ("You counted distinct consumers. A node that uses the same input twice "
+                        "(y = x + x, h * h) has two edges to it, and each edge sends its own part "
+                        "of the gradient: count edges, not consumers.")
+            elif c < w:
+                hint = ("Too low. Count every edge that points at a node, also when you reach a "
+                        "node you have already visited: only the walk *into* it is skipped the "
+                        "second time, not the counting.")
+            else:
+                hint = ("Too high. If you walked into a node again each time you reached it, "
+                        "everything below a shared node was counted once per path. Visit each "
+                        "node once (a visited set), and for each visited node count each of its "
+                        "edges once.")
+            _fail(msg + "\n" + hint)
+    _passed("check_dependency_counts", len(cases))
+
+
+def _numerical_grad_cases():
+    from .creation import Generator, tensor
+
+    g = Generator().manual_seed(3)
+    W = randn(3, 2, dtype="float64", generator=g)
+    return [
+        ("f(x) = sum(x ** 3)", lambda x: (x ** 3).sum(), tensor([0.5, -1.0, 2.0], dtype="float64")),
+        ("f(x) = tanh(x * x), x a 0-d tensor", lambda x: (x * x).tanh(), tensor(0.7, dtype="float64")),
+        ("f(x) = sum(tanh(x @ W)) for a (2, 3) x", lambda x: (x @ W).tanh().sum(),
+         randn(2, 3, dtype="float64", generator=g)),
+        ("f(x) = log(sum(exp(x)))", lambda x: x.exp().sum().log(),
+         randn(2, 2, dtype="float64", generator=g)),
+        ("f(x) = mean(x * x.sigmoid())", lambda x: (x * x.sigmoid()).mean(),
+         randn(5, dtype="float64", generator=g)),
+    ]
+
+
+def check_numerical_grad(fn, eps: float = 1e-4) -> None:
+    """``fn(f, x, eps) -> array shaped like x``: central differences
+    ``(f(x + eps·eᵢ) − f(x − eps·eᵢ)) / 2eps`` for every element i of ``x``, where ``f``
+    maps a float64 tensor to a 0-d tensor. ``x`` must hold its original numbers again when
+    ``fn`` returns. Checked against the engine's backward (``f(x).backward()``).
+    """
+    cases = _numerical_grad_cases()
+    for what, f, x in cases:
+        where = f"for {what}, at x of shape {tuple(x.shape)}:\n"
+        x0 = np.array(x._data)
+        xr = x.detach().clone().requires_grad_()
+        f(xr).backward()
+        want = xr.grad.numpy().astype(np.float64)
+        got = _call(fn, where.rstrip(":\n") + ",", f, x, eps)
+        if got is None:
+            _fail(f"{where}your function returned None: did you forget `return`?")
+        if not np.array_equal(x._data, x0):
+            _fail(f"{where}x holds different numbers after your function returned. Put each "
+                  "element back after perturbing it (keep the old value, restore it): other "
+                  "code, and the next element's differences, expect the original x.")
+        got_a = _as_array(got).astype(np.float64)
+        if got_a.shape != tuple(x.shape):
+            _fail(f"{where}you returned shape {got_a.shape}; the gradient has x's shape "
+                  f"{tuple(x.shape)}: one derivative per element of x.")
+        tol = 1e-6 + 1e-5 * np.abs(want)
+        if np.all(np.abs(got_a - want) <= tol):
+            continue
+        one_sided = _one_sided(f, x0, eps)
+        msg = f"{where}you returned\n{got_a}\nbut the engine's backward gives\n{want}\n"
+        if np.allclose(got_a, 0):
+            hint = ("All zeros: f never saw your perturbation. If you changed a copy (np.array(x), "
+                    "x.numpy().copy()), f(x) still reads the old numbers. Either write into "
+                    "x.numpy() (it shares x's bytes) and restore afterwards, or call f on a new "
+                    "tensor built from the perturbed array.")
+        elif np.allclose(got_a, 2 * want, rtol=1e-4, atol=1e-6):
+            hint = ("Twice the right answer: you divided by eps, but x + eps and x − eps are "
+                    "2·eps apart. Divide by 2 * eps.")
+        elif np.allclose(got_a, want / 2, rtol=1e-4, atol=1e-6):
+            hint = "Half the right answer: divide the difference by 2 * eps, not by 4 * eps."
+        elif any(np.allclose(got_a, o, rtol=1e-6, atol=1e-9) for o in one_sided):
+            hint = ("These are one-sided differences, (f(x + eps) − f(x)) / eps: their error "
+                    "shrinks only like eps (here ~1e-4). Central differences, "
+                    "(f(x + eps) − f(x − eps)) / (2 * eps), cancel the first error term: it "
+                    "shrinks like eps², ~1e-8 here.")
+        else:
+            hint = ("Perturb one element at a time (all others unchanged), by +eps and by −eps, "
+                    "and put that element's difference quotient at the same index of the result.")
+        _fail(msg + hint)
+    _passed("check_numerical_grad", len(cases))
+
+
+def _one_sided(f, x0: np.ndarray, eps: float) -> list[np.ndarray]:
+    """Forward and backward one-sided differences of f at x0 (to recognise them)."""
+    from .creation import tensor
+
+    base = float(f(tensor(x0)).item())
+    fwd, bwd = np.zeros(x0.shape), np.zeros(x0.shape)
+    for i in np.ndindex(x0.shape):
+        xp = x0.copy()
+        xp[i] += eps
+        fwd[i] = (float(f(tensor(xp)).item()) - base) / eps
+        xp[i] = x0[i] - eps
+        bwd[i] = (base - float(f(tensor(xp)).item())) / eps
+    return [fwd, bwd]
