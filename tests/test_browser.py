@@ -1,0 +1,433 @@
+"""The notebooks in a real JupyterLab, in a real browser: the widgets must come alive.
+
+For the whole module one JupyterLab server runs on a free localhost port (random token, no
+browser, isolated Jupyter config/data/settings dirs, serving a temporary *copy* of
+``notebooks/`` so the committed notebooks are never touched), with the notebook windowing
+mode set to ``"none"`` so off-screen cells are rendered too. Playwright drives Debian's
+Chromium (``/usr/bin/chromium``; Playwright's own browser download is not used).
+
+For each notebook: open it, wait for the kernel to be idle, Run → Run All Cells, wait until
+every code cell has an execution count and the kernel is idle again, then assert
+
+- no cell shows an error (a traceback, or stderr mentioning an error);
+- every widget output is a live widget (no ``VBox(children=...)`` text fallback, no
+  "Error displaying widget", nothing stuck at "Loading widget..."), and every cell that
+  ends in a ``player(...)`` call shows one;
+- moving the first slider (keyboard, on its handle) changes the picture beside it.
+
+Screenshots go to ``test-artifacts/browser/``: ``<notebook>.png`` (the whole notebook,
+taken also when the test fails; ``<notebook>-2.png``, ... continue a notebook taller than
+16000 px) and ``<notebook>-player.png`` (the first player after its slider moved).
+Every wait is on a selector or a page condition, never a fixed sleep.
+
+Needs the ``playwright`` Python package (the ``test`` extra) and Chromium
+(``apt-get install chromium``; ``.ci/run`` installs it). Without them the tests skip
+locally and fail in CI (when ``CI`` is set). Set ``MICROTORCH_CHROMIUM`` to use another
+Chromium binary.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+
+CHROMIUM = os.environ.get("MICROTORCH_CHROMIUM", "/usr/bin/chromium")
+# Without the background-networking flags Chromium keeps calling home, which on a closed
+# network means a flood of failing connections.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+SERVER_START_S = 90       # JupyterLab answering on its port
+KERNEL_READY_MS = 60_000  # the notebook open, its kernel idle
+RUN_ALL_MS = 120_000      # all cells executed
+WIDGET_MS = 30_000        # a moved slider redrawn by the kernel
+MAX_SCREENSHOT_PX = 16_000  # tallest full-notebook screenshot (Chromium's texture limit ~16k)
+
+# JupyterLab settings for the run: render every cell (windowing off), no blank page after
+# the last cell (it would pad the screenshots), and no news/update toasts (they would ask
+# the network and cover part of the screenshot).
+LAB_OVERRIDES = {
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none", "scrollPastEnd": False},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                   "checkForUpdates": False},
+}
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _unavailable(reason: str):
+    """Missing tools skip the test on a laptop, but fail it in CI, which installs them."""
+    if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"{reason} (CI is set: CI must install it; see .ci/run)", pytrace=False)
+    pytest.skip(reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# JupyterLab
+# ---------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A running JupyterLab: ``url``, ``token``, ``root`` (the served copy of notebooks/)."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.root = tmp / "notebooks"
+        shutil.copytree(ROOT / "notebooks", self.root,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        self.token = secrets.token_hex(16)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / "jupyterlab.log"
+
+        settings = tmp / "lab-settings"  # overrides.json lives in the app settings dir
+        settings.mkdir()
+        (settings / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+        env.update(
+            JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"),  # no user config or user settings
+            JUPYTER_DATA_DIR=str(tmp / "jupyter-data"),      # no user kernels or extensions
+            JUPYTER_RUNTIME_DIR=str(tmp / "jupyter-runtime"),
+            IPYTHONDIR=str(tmp / "ipython"),                 # no user startup scripts
+            JUPYTER_PREFER_ENV_PATH="1",                     # this venv's kernel and extensions
+            PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
+                "PYTHONPATH", "").split(os.pathsep) if p]),
+        )
+        env.pop("MPLBACKEND", None)  # the kernel picks the inline backend itself
+        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser",
+               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
+               "--ServerApp.port_retries=0",  # our port or fail, never a surprise one
+               f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={self.root}",
+               f"--LabApp.app_settings_dir={settings}",
+               f"--LabApp.user_settings_dir={tmp / 'lab-user-settings'}",
+               f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}"]
+        if hasattr(os, "getuid") and os.getuid() == 0:
+            cmd.append("--allow-root")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+
+    def log_tail(self, n: int = 40) -> str:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def api(self, path: str, method: str = "GET", timeout: float = 5):
+        req = urllib.request.Request(f"{self.url}{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def wait_ready(self, timeout: float = SERVER_START_S) -> None:
+        """Poll /api/status until the server answers; fail early if it exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.api("/api/status", timeout=2)
+                return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            try:  # the poll interval doubles as "did the server die?"
+                rc = self.proc.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                continue
+            raise RuntimeError(f"JupyterLab exited with code {rc}:\n{self.log_tail()}")
+        raise RuntimeError(f"JupyterLab did not answer within {timeout} s:\n{self.log_tail()}")
+
+    def shutdown_kernels(self) -> None:
+        for s in self.api("/api/sessions") or []:
+            self.api(f"/api/sessions/{s['id']}", method="DELETE", timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    server = Lab(tmp_path_factory.mktemp("lab"))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A Chromium context with a fresh profile, for the whole module."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright Python package is not installed "
+                     "(`.venv/bin/pip install -e '.[test]'`)")
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        _unavailable(f"no Chromium at {CHROMIUM} (`apt-get install chromium`, "
+                     "or set MICROTORCH_CHROMIUM)")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# what the page is asked
+# ---------------------------------------------------------------------------------------------
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+OUTPUT = ".jp-OutputArea-output"
+STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]'  # tracebacks render as stderr
+
+# The open notebook's kernel is connected and idle. The toolbar's execution indicator says
+# "idle" already while the notebook has no kernel yet, so the kernel name must be there too.
+KERNEL_IDLE_JS = """(nb) => {
+  const status = nb.querySelector('.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status');
+  const kernel = nb.querySelector('[data-jp-item-name="kernelName"]')?.textContent.trim() ?? '';
+  return status === 'idle' && kernel !== '' && !/no kernel/i.test(kernel);
+}"""
+
+# Run All has finished (every code cell numbered, kernel idle), or stopped at an error.
+RUN_STATE_JS = """([sel, stderr]) => {
+  const nb = document.querySelector(sel);
+  if (!nb || !(%s)(nb)) return null;
+  const prompts = [...nb.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+      .map(p => p.textContent.trim());
+  if (prompts.length && prompts.every(p => /^\\[\\d+\\]:?$/.test(p))) return 'done';
+  if (nb.querySelector(stderr) && !prompts.some(p => p.includes('*'))) return 'stopped';
+  return null;
+}""" % KERNEL_IDLE_JS
+
+# Per code cell, in order: its prompt and what each output shows.
+CELLS_JS = """(nb) => [...nb.querySelectorAll('.jp-CodeCell')].map(cell => ({
+  prompt: cell.querySelector('.jp-InputPrompt')?.textContent.trim() ?? '',
+  outputs: [...cell.querySelectorAll('.jp-OutputArea-output')].map(o => ({
+    mime: o.getAttribute('data-mime-type') || '',
+    text: o.innerText.slice(0, 2000),
+    // the widget renderer sets no data-mime-type on its output
+    widget: !o.hasAttribute('data-mime-type') || o.matches('[data-mime-type*="widget"]'),
+    live: !!o.querySelector('.jupyter-widgets'),
+  })),
+}))"""
+
+# The picture(s) beside a slider: the HTML panels holding an SVG (or <img>) in the player box
+# around it, with ids stripped (every redraw gets fresh, unique SVG ids even when the picture
+# itself is the same).
+PICTURE_JS = """(slider) => {
+  const box = slider.closest('.widget-vbox') || slider.parentElement;
+  return [...box.querySelectorAll('.widget-html-content')]
+    .filter(p => p.querySelector('svg, img'))
+    .map(p => p.innerHTML.replace(/\\b(id|href|xlink:href)="[^"]*"/g, '')
+                         .replace(/url\\(#[^)]*\\)/g, ''))
+    .join('\\n<!-- panel -->\\n');
+}"""
+
+# What ipywidgets shows instead of a widget: the model's repr (no widget manager in the
+# page), or its own error/loading placeholders.
+WIDGET_REPR = re.compile(r"^\s*\w+\((children|value|description|layout)=")
+WIDGET_TROUBLE = ("Loading widget", "Error displaying widget", "Failed to load model",
+                  "Failed to create view", "Could not create")
+
+
+def _error_outputs(cells) -> list[str]:
+    found = []
+    for i, cell in enumerate(cells):
+        for out in cell["outputs"]:
+            if out["mime"] == "application/vnd.jupyter.stderr" and any(
+                    w in out["text"] for w in ("Traceback", "Error", "Exception")):
+                found.append(f"code cell {i} {cell['prompt']}:\n{out['text'][:1500]}")
+    return found
+
+
+def _fallback_outputs(cells) -> list[str]:
+    found = []
+    for i, cell in enumerate(cells):
+        for out in cell["outputs"]:
+            where = f"code cell {i} {cell['prompt']} ({out['mime']})"
+            if out["widget"] and not out["live"]:
+                found.append(f"{where}: widget output not rendered: {out['text'][:300]!r}")
+            elif not out["widget"] and WIDGET_REPR.match(out["text"]):
+                found.append(f"{where}: the text fallback instead of a widget: "
+                             f"{out['text'][:300]!r}")
+            elif any(t in out["text"] for t in WIDGET_TROUBLE):
+                found.append(f"{where}: {out['text'][:300]!r}")
+    return found
+
+
+# A cell whose last line is a bare ``...player(...)`` call displays a player.
+PLAYER_CALL = re.compile(r"^[\w.]*\bplayer\(")
+
+
+def _player_cells(path: Path) -> list[int]:
+    """Indexes (among code cells) of the cells that display a player."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    found = []
+    for i, cell in enumerate(code):
+        lines = [ln for ln in "".join(cell["source"]).splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("#")]
+        if lines and PLAYER_CALL.match(lines[-1]):
+            found.append(i)
+    return found
+
+
+def _screenshot_element(page, locator, path: Path) -> None:
+    """Screenshot one element whole: the notebook scrolls inside a fixed-size page, so a
+    player taller than the window needs a taller window first."""
+    size = page.viewport_size
+    need = min(int(locator.bounding_box()["height"]) + 300, MAX_SCREENSHOT_PX)
+    if need > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": need})
+        page.wait_for_function("(h) => window.innerHeight === h", arg=need)
+    try:
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(path))
+    finally:
+        page.set_viewport_size(size)
+
+
+def _screenshot_whole_notebook(page, stem: str) -> list[Path]:
+    """Grow the viewport so the notebook shows whole, and screenshot it from the top:
+    ``<stem>.png``, plus ``<stem>-2.png``, ... when it is taller than MAX_SCREENSHOT_PX."""
+    scroller = f"{NOTEBOOK} .jp-WindowedPanel-outer"  # the notebook's scrolling element
+    size = page.viewport_size
+    extra = page.evaluate(f"""() => {{ const s = document.querySelector('{scroller}');
+        return s ? s.scrollHeight - s.clientHeight : 0; }}""")
+    height = min(size["height"] + max(extra, 0), MAX_SCREENSHOT_PX)
+    page.set_viewport_size({"width": size["width"], "height": height})
+    shots = []
+    try:
+        top, part = 0, 1
+        while True:
+            # scroll to `top`, once the panel has taken the new height; returns where it got
+            got = page.wait_for_function(f"""([h, top]) => {{
+                const s = document.querySelector('{scroller}');
+                if (!s) return window.innerHeight === h ? -1 : null;
+                if (window.innerHeight !== h || s.clientHeight <= h - {size["height"]}) return null;
+                s.scrollTop = top;
+                return Math.abs(s.scrollTop - Math.min(top, s.scrollHeight - s.clientHeight)) < 2
+                    ? {{top: s.scrollTop, rest: s.scrollHeight - s.clientHeight - s.scrollTop,
+                        view: s.clientHeight}} : null; }}""", arg=[height, top]).json_value()
+            path = ARTIFACTS / (f"{stem}.png" if part == 1 else f"{stem}-{part}.png")
+            page.screenshot(path=str(path))
+            shots.append(path)
+            if got == -1 or got["rest"] <= 0:
+                return shots
+            top, part = got["top"] + got["view"], part + 1
+    finally:
+        page.set_viewport_size(size)
+
+
+# ---------------------------------------------------------------------------------------------
+# the test
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_widgets_live_in_jupyterlab(path, browser, lab):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    passed = False
+    try:
+        # ?reset: a clean workspace, so the notebook opened before is not restored too.
+        page.goto(f"{lab.url}/lab/tree/{path.name}?reset&token={lab.token}")
+        try:
+            page.wait_for_function(f"() => {{ const nb = document.querySelector('{NOTEBOOK}');"
+                                   f" return !!nb && ({KERNEL_IDLE_JS})(nb); }}",
+                                   timeout=KERNEL_READY_MS, polling=100)
+        except Exception:
+            pytest.fail(f"{path.name}: the notebook did not open with an idle kernel within "
+                        f"{KERNEL_READY_MS // 1000} s\nJupyterLab log:\n{lab.log_tail()}")
+
+        # Run → Run All Cells, through the menu bar (Lumino tags menu items by command id).
+        page.locator("#jp-MainMenu .lm-MenuBar-item",
+                     has_text=re.compile(r"^\s*Run\s*$")).click()
+        page.locator('#jp-mainmenu-run .lm-Menu-item[data-command="runmenu:run-all"]').click()
+        state = page.wait_for_function(
+            RUN_STATE_JS, arg=[NOTEBOOK, STDERR], timeout=RUN_ALL_MS, polling=250).json_value()
+
+        notebook = page.locator(NOTEBOOK)
+        cells = notebook.evaluate(CELLS_JS)
+        errors = _error_outputs(cells)
+        assert not errors, f"{path.name}: error output:\n" + "\n\n".join(errors)
+        assert state == "done", (f"{path.name}: Run All stopped early; prompts: "
+                                 f"{[c['prompt'] for c in cells]}")
+
+        # Widgets: live, never the text fallback; every player cell shows one.
+        fallback = _fallback_outputs(cells)
+        assert not fallback, f"{path.name}:\n" + "\n".join(fallback)
+        for i in _player_cells(path):
+            live = [o for o in cells[i]["outputs"] if o["widget"] and o["live"]]
+            assert live, (f"{path.name}: code cell {i} displays a player but shows no live "
+                          f"widget: {cells[i]['outputs']}")
+        assert not page_errors, f"{path.name}: JavaScript errors: {page_errors}"
+
+        # Move the first slider one step; the picture beside it must change.
+        sliders = notebook.locator(f"{OUTPUT} .widget-slider")
+        if sliders.count():
+            slider = sliders.first
+            handle = slider.locator(".noUi-handle").first
+            handle.scroll_into_view_if_needed()
+            before_pic = slider.evaluate(PICTURE_JS)
+            assert "<svg" in before_pic or "<img" in before_pic, \
+                f"{path.name}: no picture (svg/img) beside the first slider"
+            before = handle.get_attribute("aria-valuenow")
+            at_end = before == handle.get_attribute("aria-valuemax")
+            handle.focus()
+            page.keyboard.press("ArrowLeft" if at_end else "ArrowRight")
+            page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
+                                   arg=[handle.element_handle(), before], timeout=WIDGET_MS)
+            try:
+                page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
+                                       arg=[slider.element_handle(), before_pic],
+                                       timeout=WIDGET_MS, polling=100)
+            except Exception:
+                pytest.fail(f"{path.name}: moved the first slider from {before} to "
+                            f"{handle.get_attribute('aria-valuenow')}, but the picture beside "
+                            f"it did not change within {WIDGET_MS // 1000} s")
+            box = slider.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
+            _screenshot_element(page, box, ARTIFACTS / f"{path.stem}-player.png")
+        passed = True
+    finally:
+        try:
+            for old in ARTIFACTS.glob(f"{path.stem}-[0-9]*.png"):  # parts of an older run
+                old.unlink()
+            _screenshot_whole_notebook(page, path.stem)
+        except Exception as exc:
+            if passed:
+                raise
+            # the test has already failed: keep its error, not the screenshot's
+            print(f"(no screenshot of {path.name}: {type(exc).__name__}: {exc})")
+        finally:
+            page.close()
+            lab.shutdown_kernels()
