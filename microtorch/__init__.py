@@ -2,7 +2,9 @@
 
 ``import microtorch as mt`` gives PyTorch-like names: ``mt.tensor``, ``mt.randn``, ops
 (``mt.exp``, ``mt.matmul``, ...), ``mt.no_grad``, ``mt.grad``, ``mt.gradcheck``, and
-``mt.trace()`` to record what the engine does for the pictures in ``microtorch.viz``.
+``mt.trace()`` to record what the engine does for the pictures in ``microtorch.viz``;
+``mt.nn`` (modules), ``mt.optim`` (optimizers over flat buffers), ``mt.data`` (datasets and
+loaders), ``mt.save``/``mt.load`` (state dicts as ``.npz``).
 Importing microtorch loads numpy only: no matplotlib, graphviz or ipywidgets.
 """
 from .tensor import Tensor  # first: binding its operator methods imports the ops
@@ -18,11 +20,14 @@ from .functions import (abs, add, amax, amin, broadcast_to, cat, clamp, clone, c
                         min, minimum, mse_loss, mul, neg, nll_loss, permute, pow, relu, reshape,
                         sigmoid, softmax, sqrt, squeeze, stack, sub, sum, tanh, transpose,
                         unbroadcast, unsqueeze, var, view, where)
+from .functions import as_strided, diagonal  # strided views (and Tensor.unfold)
 from .comparison import logical_and, logical_not, logical_or
 from .gradcheck import GradcheckError, gradcheck
 from .memory.trace import Trace
 from .memory.trace import record as trace
 from .source import show_source
+from . import data, nn, optim  # after the ops: layers and optimizers are built from them
+from .serialization import load, save
 
 float = float32  # noqa: A001 — PyTorch's alias (mt.float)
 bool = bool_  # noqa: A001 — PyTorch's name (mt.bool)

@@ -32,6 +32,7 @@ from . import dtypes
 from .memory import trace as _trace
 from .memory.nodes import nodes as _node_arena
 from .memory.storage import empty_storage
+from .memory.views import register as _register_view
 from .tensor import Tensor
 
 # --------------------------------------------------------------------------------------------
@@ -106,9 +107,12 @@ class SavedTensor:
         if self.storage.version != self.version:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{dtypes.name(self.data.dtype)} {list(self.data.shape)}], "
-                f"which is output 0 of {type(node).__name__}, is at version "
-                f"{self.storage.version}; expected version {self.version} instead.")
+                f"inplace operation: [{dtypes.name(self.data.dtype)} {list(self.data.shape)}]"
+                f"{_made_by(node if self.is_output else self.grad_fn)} is at version "
+                f"{self.storage.version}; expected version {self.version} instead. Hint: its bytes "
+                f"were written in place (add_, mul_, relu_, x[...] = ..., an optimizer step) after "
+                f"{node.name} saved them for backward; compute out of place (y = y * 2) or write "
+                "into a clone() instead.")
         if self.leaf is not None:
             return self.leaf
         t = object.__new__(Tensor)
@@ -121,6 +125,12 @@ class SavedTensor:
         if self.storage is not None:
             storage, self.storage, self.data, self.leaf = self.storage, None, None, None
             storage.decref(node)
+
+
+def _made_by(producer) -> str:
+    """", which is output 0 of MulBackward," — PyTorch names the node that made the tensor
+    (nothing for a leaf)."""
+    return "" if producer is None else f", which is output 0 of {producer.name},"
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,6 +159,7 @@ class Function:
     """
 
     is_view = False
+    inplace = False  # the op writes its result into its first input's bytes (functions/inplace.py)
     # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
     # instance attributes for what it actually records.
     next: tuple = ()  # where each tensor input's gradient goes (node, leaf tensor, or None)
@@ -198,8 +209,9 @@ class Function:
         if ctx._out is not None and out is ctx._out[0]:
             result = Tensor._over(out, ctx._out[1], requires_grad, grad_fn)
             ctx._out = None
-        elif cls.is_view and (np.may_share_memory(out, inputs[0]._data) or (out.size == 0 and out.base is not None)):
+        elif cls.is_view and (np.may_share_memory(out, inputs[0]._storage.data) or (out.size == 0 and out.base is not None)):
             result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
+            _register_view(result, _grad_enabled)  # in-place writes rebase live views
         else:
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
         if requires_grad:
@@ -220,10 +232,13 @@ class Function:
         if rec is not None:
             rec.emit("op", op=cls.__name__, phase=rec.phase,
                      node=_trace.node_id(ctx) if requires_grad else None,
+                     slot=int(ctx.record["slot"]) if requires_grad else None,
                      inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
                      shape=list(result.shape), dtype=result.dtype.name,
                      saved=[s.storage.id for s in ctx.saved],
-                     next=[_edge_id(e) for e in ctx.next])
+                     next=[_edge_id(e) for e in ctx.next],
+                     input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
+                     output_storage=result._storage.id, inplace=cls.inplace)
         return result
 
     def _retain(self, t: Tensor) -> None:
@@ -236,20 +251,26 @@ class Function:
         done right after the node ran in backward, unless the graph is retained."""
         for s in self.saved:
             s.release(self)
-        if self.record is not None:
+        record = self.record
+        if record is not None:
             self.record = None
             _node_arena.free(self)
         rec = _trace.active
         if rec is not None:
-            rec.emit("release", node=_trace.node_id(self))
+            rec.emit("release", node=_trace.node_id(self),
+                     slot=None if record is None else int(record["slot"]), dropped=False)
 
     def __del__(self):
         # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too
         for s in self.saved:
             s.release(self)
-        if self.record is not None:
+        record = self.record
+        if record is not None:
             self.record = None
             _node_arena.free(self)
+            rec = _trace.active
+            if rec is not None:
+                rec.emit("release", node=_trace.node_id(self), slot=int(record["slot"]), dropped=True)
 
     @property
     def name(self) -> str:
@@ -378,6 +399,45 @@ def _roots(tensors, grads, create_graph):
     return roots
 
 
+class GradHomes:
+    """Leaves whose gradient has a fixed home: leaf -> a tensor viewing its slice of a flat
+    gradient buffer (registered by :func:`microtorch.nn.flatten_parameters`). When such a
+    leaf's ``.grad`` is None (before its first backward, or after
+    ``zero_grad(set_to_none=True)``), backward copies the gradient into the home and makes
+    it ``.grad`` again: no allocation.
+
+    Keyed by identity, and an entry goes when its leaf does (a ``WeakKeyDictionary`` would
+    compare tensors with ``==``, which is elementwise).
+    """
+
+    def __init__(self):
+        self._homes: dict[int, tuple[weakref.ref, Tensor]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._homes)
+
+    def __len__(self) -> int:
+        return len(self._homes)
+
+    def __setitem__(self, leaf: Tensor, home: Tensor) -> None:
+        key, homes = id(leaf), self._homes
+        homes[key] = (weakref.ref(leaf, lambda _, key=key: homes.pop(key, None)), home)
+
+    def get(self, leaf: Tensor) -> Tensor | None:
+        entry = self._homes.get(id(leaf))
+        return entry[1] if entry is not None and entry[0]() is leaf else None
+
+    def pop(self, leaf: Tensor, default=None):
+        home = self.get(leaf)
+        if home is None:
+            return default
+        del self._homes[id(leaf)]
+        return home
+
+
+grad_homes = GradHomes()
+
+
 def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> None:
     """Centralized gradient accumulation: ``leaf.grad += g`` (or set it the first time)."""
     if only is not None and id(leaf) not in only:
@@ -387,6 +447,10 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> 
         # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
         if create_graph:
             leaf.grad = g
+        elif grad_homes and (home := grad_homes.get(leaf)) is not None:
+            np.copyto(home._data, g._data)  # straight into the flat gradient buffer
+            home._storage.version += 1
+            leaf.grad = home
         else:
             storage = empty_storage(g.numel(), g.dtype, "gradient")
             leaf.grad = Tensor._over(storage.data.reshape(g.shape), storage)

@@ -349,6 +349,24 @@ def _init(t: Tensor, array, storage: Storage, base, requires_grad, grad_fn) -> T
     return t
 
 
+def repoint(t: Tensor, array: np.ndarray, storage: Storage) -> None:
+    """Make ``t`` read ``array``, a numpy view into ``storage``, instead of its old bytes.
+
+    Used to move parameters into one flat buffer (:mod:`microtorch.nn.flat`): the tensor
+    object stays the same (modules and optimizers keep referring to it), only the bytes
+    behind it change. Refcounts stay exact: +1 on the new storage, then −1 on the old one
+    (which frees its block if ``t`` was its last holder). Views taken of ``t`` before the
+    move keep reading the old bytes.
+    """
+    old = t._storage
+    storage.incref(t)
+    t._data, t._storage, t._base = array, storage, None
+    if old.views is not None:  # an arena storage must not poison t when it is reset later
+        old.views[:] = [ref for ref in old.views if ref() is not t]
+    if not old.freed:
+        old.decref(t)
+
+
 def _dim(dim: int, ndim: int, op: str) -> int:
     """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
     if not -max(ndim, 1) <= dim < max(ndim, 1):

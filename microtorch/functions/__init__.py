@@ -7,5 +7,7 @@ from .loss import cross_entropy, log_softmax, mse_loss, nll_loss, softmax
 from .reduction import amax, amin, max, mean, min, sum, var
 from .shape import (broadcast_to, cat, expand, flatten, index, permute, reshape, squeeze, stack,
                     transpose, unsqueeze, view)
+from .strided import as_strided, diagonal, unfold
+from . import inplace  # noqa: F401 — binds Tensor.add_, mul_, ..., copy_ and t[idx] = v
 
 __all__ = [name for name in dir() if not name.startswith("_")]

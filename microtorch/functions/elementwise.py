@@ -14,19 +14,20 @@ from .broadcast import broadcast_error, operands, unbroadcast
 
 def _broadcasting(ctx, op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
     """``fn(a, b)`` with PyTorch's broadcasting, written straight into the result's storage."""
-    if a.shape == b.shape:
-        shape = a.shape
-    else:
+    x, y = a._data, b._data
+    shape = x.shape
+    if shape != y.shape:
         try:
-            shape = np.broadcast_shapes(a.shape, b.shape)
+            shape = np.broadcast_shapes(shape, y.shape)
         except ValueError:
             raise broadcast_error(op, a, b) from None
-    return fn(a._data, b._data, out=ctx.empty(shape, a.dtype))
+    return fn(x, y, out=ctx.empty(shape, x.dtype))
 
 
 def _unary(ctx, fn, x: Tensor) -> np.ndarray:
     """``fn(x)`` written straight into the result's storage."""
-    return fn(x._data, out=ctx.empty(x.shape, x.dtype))
+    data = x._data
+    return fn(data, out=ctx.empty(data.shape, data.dtype))
 
 
 class Add(Function):

@@ -184,7 +184,12 @@ def _is_advanced(key) -> bool:
 class Index(Function):
     """z = x[key]. Basic indexing (ints, slices, None, ...) is a view; integer-array or
     boolean-mask indexing copies. dz/dx: scatter-add the gradient into zeros of x's shape
-    (repeated indices receive the sum)."""
+    (repeated indices receive the sum).
+
+    Slices may have negative steps (``x[::-1]`` is a view with a negative stride), as in
+    numpy. PyTorch refuses them ("step must be greater than zero"); microtorch allows them
+    on purpose, and every stride-aware part of it (alias analysis, ``as_strided``, in-place
+    writes) handles negative strides."""
 
     is_view = True
 
@@ -192,7 +197,10 @@ class Index(Function):
     def forward(ctx, x, key):
         ctx.shape, ctx.key = x.shape, key
         try:
-            return x._data[key]
+            out = x._data[key]
+            if not isinstance(out, np.ndarray):  # an all-integer key: numpy gives a scalar copy,
+                out = x._data[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]  # PyTorch a 0-d view
+            return out
         except IndexError as e:
             raise IndexError(f"{e} (indexing a tensor of shape {list(x.shape)})".replace("axis", "dimension")) from None
 

@@ -2,6 +2,9 @@
 
 ``mt.memory.step_arena()`` scopes a training step's activations to an arena;
 ``mt.memory.stats()`` reports what the allocators did; ``use_heap()`` turns them off.
+``mt.memory.alias(a, b)`` says whether two views share bytes (and ``t.byte_ranges()`` which
+bytes a view touches); ``mt.memory.inplace_plan(trace)`` says which ops of a recorded
+program could safely write into their input.
 """
 from .arena import Arena
 from .block import AllocatorError, Block, OutOfMemoryError, align_up
@@ -11,8 +14,11 @@ from .pool import Pool, size_classes
 from .stats import stats
 from .storage import StaleTensorError, Storage, empty_storage, new_storage
 from .trace import Trace
+from .alias import AliasReport, alias, byte_extent, byte_ranges, overlaps_itself
+from .inplace_plan import InplacePlan, inplace_plan
 
-__all__ = ["AllocatorError", "Arena", "Block", "NodeArena", "OutOfMemoryError", "Pool",
+__all__ = ["AliasReport", "InplacePlan", "alias", "byte_extent", "byte_ranges", "inplace_plan",
+           "overlaps_itself", "AllocatorError", "Arena", "Block", "NodeArena", "OutOfMemoryError", "Pool",
            "StaleTensorError", "Storage", "Trace", "align_up", "empty_storage", "new_storage",
            "nodes", "pool", "reset_peak", "size_classes", "stats", "step", "step_arena",
            "use_heap", "use_pool"]

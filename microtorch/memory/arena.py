@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from . import trace as _trace
-from .block import AllocatorError, Block, OutOfMemoryError, align_up, aligned_buffer
+from .block import AllocatorError, Block, OutOfMemoryError, align_up, aligned_buffer, register
 
 
 class Arena:
@@ -52,6 +52,7 @@ class Arena:
         self.allocations = 0
         self.alloc_ns = 0
         self.resets = 0
+        register(self)  # (may number the name: a trace tells allocators apart by name)
         _emit("arena_chunk", arena=self.name, chunk=0, nbytes=self.chunks[0].nbytes, growth=False)
 
     # -- numbers ----------------------------------------------------------------------------
@@ -159,17 +160,24 @@ class Arena:
         Storages still using a block are marked stale, so every tensor viewing them raises
         a use-after-reset error when touched instead of reading bytes that are reused.
         """
+        rec = _trace.active
+        blocks, stale = [], []  # what the reset reclaimed, for the trace
         for block in self.live_blocks.values():
             block.live = False
             storage = block.user() if block.user is not None else None
             if storage is not None:
                 storage.invalidate(f"its bytes lived in {self.name}, which was reset")
+            if rec is not None:
+                blocks.append(block.id)
+                if storage is not None:
+                    stale.append(storage.id)
         self.live_blocks.clear()
         self.generation += 1
         self._chunk = self._top = self._used_before = 0
         self.requested = self.padding = 0
         self.resets += 1
-        _emit("arena_reset", arena=self.name, generation=self.generation)
+        if rec is not None:
+            rec.emit("arena_reset", arena=self.name, generation=self.generation, blocks=blocks, stale=stale)
 
     def __repr__(self) -> str:
         s = self.stats()

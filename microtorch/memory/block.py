@@ -10,10 +10,31 @@ is a typed numpy view of its bytes — this is where tensors' numbers live.
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
 _block_ids = itertools.count(1)
+_allocator_ids = itertools.count(1)
+
+#: Every live allocator (pools and arenas), in creation order, held weakly: a trace's
+#: ``baseline`` event describes their blocks when recording starts.
+allocators: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()
+
+
+def register(allocator) -> None:
+    """Called by each allocator's ``__init__``: make it visible to trace baselines.
+
+    A trace names allocators by ``name``, so a name already used by a live allocator gets
+    a number: a second ``Pool()`` next to the engine's ``"pool"`` is ``"pool #2"``.
+    """
+    taken = {a.name for a in list(allocators.values())}
+    if allocator.name in taken:
+        n = 2
+        while f"{allocator.name} #{n}" in taken:
+            n += 1
+        allocator.name = f"{allocator.name} #{n}"
+    allocators[next(_allocator_ids)] = allocator
 
 
 class AllocatorError(RuntimeError):

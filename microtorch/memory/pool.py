@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from . import trace as _trace
-from .block import AllocatorError, Block, aligned_buffer
+from .block import AllocatorError, Block, aligned_buffer, register
 
 SLAB_BYTES = 64 * 1024  # each class carves blocks from slabs of at least this many bytes
 _SMALL = 4096  # requests up to this size find their class in a lookup table
@@ -76,7 +76,10 @@ class Pool:
         self.direct_bytes = 0
         self.alloc_ns = 0
         # small requests are the most frequent: their class is one table lookup, not a search
-        self._small = [bisect.bisect_left(self.classes, max(n, 1)) for n in range(_SMALL + 1)]
+        # (None past max_block: a pool with max_block < 4096 serves those requests directly)
+        self._small = [bisect.bisect_left(self.classes, max(n, 1)) if n <= max_block else None
+                       for n in range(_SMALL + 1)]
+        register(self)
 
     def size_class(self, nbytes: int) -> int | None:
         """Index of the class serving ``nbytes``, or None if it is served directly (too large)."""
@@ -120,7 +123,7 @@ class Pool:
         if rec is not None:
             rec.emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
                      chunk=block.chunk, offset=block.offset, nbytes=nbytes, size=block.size, tag=tag,
-                     reused=reused)
+                     reused=reused, slab_bytes=block.size if c is None else self.slabs[c][block.chunk].nbytes)
         return block
 
     def _carve_block(self, c: int, size: int, nbytes: int, tag: str) -> Block:
@@ -155,19 +158,21 @@ class Pool:
                 self.free_lists[block.size_class].append(block)
         rec = _trace.active
         if rec is not None:
-            rec.emit("free_block", allocator=self.name, block=block.id, held=bool(self.defer_epochs))
+            rec.emit("free_block", allocator=self.name, block=block.id,
+                     held=bool(self.defer_epochs) and block.size_class is not None)
 
     def advance_epoch(self) -> int:
         """Start a new epoch; blocks freed ``defer_epochs`` epochs ago become reusable."""
         self.epoch += 1
-        keep = []
+        keep, released = [], []
         for freed_at, block in self.held:
             if self.epoch - freed_at >= self.defer_epochs:
                 self.free_lists[block.size_class].append(block)
+                released.append(block.id)
             else:
                 keep.append((freed_at, block))
         self.held = keep
-        _emit("pool_epoch", allocator=self.name, epoch=self.epoch, held=len(keep))
+        _emit("pool_epoch", allocator=self.name, epoch=self.epoch, held=len(keep), released=released)
         return self.epoch
 
     def check(self, block: Block) -> None:

@@ -53,10 +53,11 @@ class Storage:
         self.block = block
         self.tag = tag
         self.views = None
-        if block is not None and block.owner.resets_under_users:
-            # an arena can reclaim bytes under live tensors: remember them to poison on reset
-            self.views = []
-            block.user = weakref.ref(self)
+        if block is not None:
+            block.user = weakref.ref(self)  # a trace's baseline finds live storages through their blocks
+            if block.owner.resets_under_users:
+                # an arena can reclaim bytes under live tensors: remember them to poison on reset
+                self.views = []
         placement.track_alloc(self.nbytes)
         rec = _trace.active
         if rec is not None:
@@ -96,7 +97,7 @@ class Storage:
             self.block.owner.free(self.block)  # a no-op for a block its arena already reset
         rec = _trace.active
         if rec is not None:
-            rec.emit("free", storage=self.id, nbytes=self.nbytes)
+            rec.emit("free", storage=self.id, nbytes=self.nbytes, stale=self.stale is not None)
 
     def invalidate(self, why: str) -> None:
         """The bytes were reclaimed under live tensors: make every use of them raise."""

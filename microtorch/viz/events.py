@@ -184,6 +184,14 @@ def describe_event(trace, i: int) -> str:
         return (f"gradient accumulated into {ix.tensor_name(e['tensor'], i)}.grad: "
                 f"shape {e['shape']}, norm {e['norm']:.4g}")
     if kind == "release":
-        return f"{ix.node_name(e['node'])} released its saved tensors"
+        how = " (its graph was dropped without backward)" if e.get("dropped") else ""
+        return f"{ix.node_name(e['node'])} released its saved tensors and its node record{how}"
+    if kind == "baseline":
+        return (f"what was live when recording (re)started: {len(e.get('storages', []))} storages "
+                f"in {len(e.get('blocks', []))} blocks of {len(e.get('allocators', []))} allocators, "
+                f"{e.get('live_bytes', 0)} bytes live in all")
+    if kind == "mark":
+        extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("kind", "step", "label"))
+        return f"mark: {e.get('label', '')}" + (f" ({extra})" if extra else "")
     fields = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("kind", "step"))
     return f"{kind}: {fields}"

@@ -168,7 +168,10 @@ class Player:
         self.trace = trace
         self.panels = [_panel(p) for p in ([panels] if isinstance(panels, str) else panels)]
         self.options = {p.name: dict((options or {}).get(p.name, {})) for p in self.panels}
-        self.steps = select_steps(trace, steps) or ([len(events_of(trace)) - 1] if len(events_of(trace)) else [-1])
+        # with no step selected, show the last event — unless the engine did nothing at all
+        # (a trace's opening ``baseline`` only describes what was there before)
+        did = [i for i, e in enumerate(events_of(trace)) if e["kind"] != "baseline"]
+        self.steps = select_steps(trace, steps) or ([did[-1]] if did else [-1])
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache
         last = len(self.steps) - 1

@@ -1,0 +1,270 @@
+"""Optimizers (``mt.optim``): SGD, Adam and AdamW over flat buffers.
+
+On construction an optimizer moves its parameters into one flat parameter buffer and one
+flat gradient buffer (:func:`microtorch.nn.flatten_parameters`; per parameter group), and
+keeps its own state (momentum, Adam's moments) as flat buffers of the same layout. A step
+is then a handful of vectorized numpy calls over whole buffers — the same arithmetic as
+PyTorch's per-parameter loop, so the numbers match PyTorch's step for step::
+
+    opt = mt.optim.Adam(model.parameters(), lr=1e-3)
+    for x, y in loader:
+        opt.zero_grad()            # one fill(0) of the gradient buffer
+        loss_fn(model(x), y).backward()   # accumulates into the gradient buffer in place
+        opt.step()                 # p -= lr · m̂ / (√v̂ + ε) on the whole buffer at once
+
+A parameter whose ``.grad`` is None is skipped (as in PyTorch): the update then runs over
+the runs of neighbouring parameters that do have one.
+
+Differences from PyTorch, on purpose: ``zero_grad()`` defaults to ``set_to_none=False``
+(the gradients are views of one buffer, cheaper to fill than to rebuild), and a learning
+rate of 0 is refused (PyTorch accepts ``lr=0``; here it is almost always a bug).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .autograd import enable_grad, no_grad
+from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
+from .tensor import Tensor
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+
+
+class Optimizer:
+    """Base class: parameter groups, flat buffers, ``zero_grad`` and the step loop.
+
+    Subclasses set ``state_names`` (their flat state buffers), check hyperparameters in
+    ``_check``, and write ``_update(group, state, params, grads, step)`` — the math on
+    numpy arrays (slices of the flat buffers) for parameters that all took ``step`` steps.
+    """
+
+    state_names: tuple[str, ...] = ()
+
+    def __init__(self, params, defaults: dict):
+        self.defaults = defaults
+        self.param_groups: list[dict] = []
+        self._flats: list[FlatParameters] = []
+        self._state: list[dict[str, Tensor]] = []  # per group: name -> flat state tensor
+        self._steps: list[np.ndarray] = []  # per group: steps taken, per parameter
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                            f"or dicts, but got {type(params).__name__}; wrap it in a list: [t]")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list: pass model.parameters() (or a "
+                             "list of tensors with requires_grad=True)")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict) -> None:
+        """Add parameters (with their own hyperparameters) — they get their own flat buffers."""
+        if not isinstance(group, dict):
+            raise TypeError(f"param group must be a dict, got {type(group).__name__}")
+        params, _ = collect_parameters(group["params"], type(self).__name__)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        mine = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in mine for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group = {**self.defaults, **group, "params": params}
+        self._check(group)
+        flat = flatten_parameters(params, what=type(self).__name__)
+        self.param_groups.append(group)
+        self._flats.append(flat)
+        self._steps.append(np.zeros(len(params), dtype=np.int64))
+        state = {}
+        for name in self._state_names(group):
+            buf = _flat_tensor(flat.numel, flat.dtype, "tensor")
+            buf._data.fill(0)
+            state[name] = buf
+        self._state.append(state)
+
+    def _state_names(self, group: dict) -> tuple[str, ...]:
+        return self.state_names
+
+    def _check(self, group: dict) -> None:
+        lr = group["lr"]
+        if not isinstance(lr, (int, float)) or not lr > 0:
+            raise ValueError(f"Invalid learning rate: {lr} (it must be a number > 0; microtorch "
+                             "refuses lr=0, which PyTorch accepts)")
+        if group.get("weight_decay", 0.0) < 0:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+
+    # -- the loop ----------------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """One ``fill(0)`` of each group's gradient buffer (``set_to_none=True``: ``.grad = None``).
+
+        The default differs from PyTorch's (``set_to_none=True``): here the gradients are
+        views of one flat buffer, and filling it is cheaper than rebuilding the views.
+        """
+        for flat in self._flats:
+            flat.zero_grad(set_to_none)
+
+    @no_grad()
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; ``closure`` (optional) recomputes the
+        loss first and its value is returned."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group, flat, state, steps in zip(self.param_groups, self._flats, self._state, self._steps):
+            has = flat.sync_grads()
+            for sl, members in flat.segments(has, key=steps):
+                step = int(steps[members[0]]) + 1
+                self._update(group, {k: v._data[sl] for k, v in state.items()},
+                             flat.data._data[sl], flat.grad._data[sl], step)
+                steps[members] += 1
+            flat.bump_version()
+        return loss
+
+    def _update(self, group: dict, state: dict, p: np.ndarray, g: np.ndarray, step: int) -> None:
+        raise NotImplementedError
+
+    # -- looking inside ------------------------------------------------------------------------
+    @property
+    def flat_buffers(self) -> list[FlatParameters]:
+        """Each parameter group's :class:`~microtorch.nn.flat.FlatParameters`."""
+        return list(self._flats)
+
+    @property
+    def state(self) -> dict:
+        """PyTorch's per-parameter view: ``opt.state[p]["exp_avg"]`` is a tensor viewing p's
+        slice of the flat state buffer (no copy); parameters not yet stepped have no entry."""
+        from .creation import tensor
+
+        out = {}
+        for flat, state, steps in zip(self._flats, self._state, self._steps):
+            for i, p in enumerate(flat.params):
+                if steps[i] == 0:
+                    continue
+                entry = {"step": tensor(float(steps[i]))}
+                for name, buf in state.items():
+                    entry[name] = Tensor._view(buf._data[flat.slice_of(i)].reshape(p.shape), buf)
+                out[p] = entry
+        return out
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k != "params"):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+    With d = g + λp (weight decay λ) and momentum μ, dampening τ::
+
+        b ← d (first step),  b ← μ b + (1 − τ) d (later steps)
+        d ← d + μ b (Nesterov)  or  d ← b
+        p ← p − lr · d
+    """
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+
+    def _state_names(self, group):
+        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+
+    def _check(self, group):
+        super()._check(group)
+        if group["momentum"] < 0:
+            raise ValueError(f"Invalid momentum value: {group['momentum']}")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+    def _update(self, group, state, p, g, step):
+        lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+        d = -g if group["maximize"] else g
+        if wd != 0:
+            d = d + wd * p
+        if mu != 0:
+            buf = state["momentum_buffer"]
+            if step == 1:
+                np.copyto(buf, d)
+            else:
+                buf *= mu
+                buf += (1 - group["dampening"]) * d
+            d = d + mu * buf if group["nesterov"] else buf
+        p -= lr * d
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with bias correction; ``amsgrad`` keeps the running max of v.
+
+    With gradient g (plus λp when ``weight_decay`` λ > 0), step t::
+
+        m ← β₁ m + (1 − β₁) g          v ← β₂ v + (1 − β₂) g²
+        p ← p − lr / (1 − β₁ᵗ) · m / (√v / √(1 − β₂ᵗ) + ε)
+
+    :class:`AdamW` instead decays the weights directly: p ← p (1 − lr λ) before the step.
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _state_names(self, group):
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+
+    def _check(self, group):
+        super()._check(group)
+        if not 0.0 <= group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        for i, b in enumerate(group["betas"]):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {b} (it must be in [0, 1))")
+
+    def _update(self, group, state, p, g, step):
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
+        if wd != 0:
+            if self.decoupled:
+                p *= 1 - lr * wd
+            else:
+                g = g + wd * p
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        w = 1 - beta1  # m.lerp_(g, w), computed the way PyTorch's lerp does
+        if w < 0.5:
+            m += w * (g - m)
+        else:
+            m[...] = g - (g - m) * (1 - w)
+        v *= beta2
+        v += (1 - beta2) * g * g
+        bias1 = 1 - beta1 ** step
+        bias2_sqrt = math.sqrt(1 - beta2 ** step)
+        if group["amsgrad"]:
+            vmax = state["max_exp_avg_sq"]
+            np.maximum(vmax, v, out=vmax)
+            v = vmax
+        denom = np.sqrt(v)
+        denom /= bias2_sqrt
+        denom += eps
+        p -= (lr / bias1) * (m / denom)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p ← p (1 − lr λ), then Adam's step.
+    ``weight_decay`` defaults to 0.01, as in PyTorch."""
+
+    decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
