@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .memory import trace as _trace
 from .memory.storage import Storage, new_storage
 
 

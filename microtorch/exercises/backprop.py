@@ -1,177 +1,13 @@
-"""Checkers for the notebook exercises: run the learner's function against the engine.
-
-Each ``check_...(fn)`` calls ``fn`` on several cases, compares with what microtorch itself
-does, and either prints one line saying all cases agree, or raises ``AssertionError``
-whose message says, in plain words, which case went wrong, what was expected, and the
-most likely reason. The reference is always the engine's own behaviour (its strides, its
-bytes, its ``unbroadcast``), never a second copy of the answer.
-"""
+"""Exercises of notebook 02 (backpropagation): topological order, dependency counts, numerical gradients."""
 from __future__ import annotations
 
 import numpy as np
 
-from .creation import arange, randn, zeros
-from .functions.broadcast import unbroadcast
-from .tensor import Tensor
-
-STRIDE_CASES = [(5,), (2, 3), (3, 4, 5), (4, 1, 3), (2, 3, 4, 5), (7, 1), ()]
+from ..creation import randn
+from ..tensor import Tensor
+from .checking import _as_array, _call, _fail, _passed
 
 
-def _fail(message: str):
-    raise AssertionError(message)
-
-
-def _passed(name: str, n: int) -> None:
-    print(f"✓ {name}: all {n} cases agree with the engine.")
-
-
-def _call(fn, where: str, *args):
-    try:
-        return fn(*args)
-    except Exception as exc:
-        args_text = ", ".join(repr(a) if not isinstance(a, Tensor) else f"<tensor of shape {a.shape}>"
-                              for a in args)
-        _fail(f"{where} your function raised {type(exc).__name__}: {exc}\n(called as "
-              f"fn({args_text})). It should return an answer for this case.")
-
-
-# ---------------------------------------------------------------------------------------------
-def check_strides(fn) -> None:
-    """``fn(shape) -> strides``: the strides (in elements) of a contiguous tensor of ``shape``.
-
-    Checked against ``mt.zeros(shape).stride()``.
-    """
-    for shape in STRIDE_CASES:
-        want = zeros(shape).stride()
-        got = _call(fn, f"for shape {shape}", shape)
-        if got is None:
-            _fail(f"for shape {shape} your function returned None: did you forget `return`?")
-        try:
-            got_t = tuple(int(s) for s in got)
-        except (TypeError, ValueError):
-            _fail(f"for shape {shape} your function returned {got!r}; return a tuple of ints, "
-                  f"one stride per dimension (the engine says {want}).")
-        if got_t == want:
-            continue
-        msg = f"for shape {shape} you returned {got_t}, but a contiguous tensor of that shape has strides {want}."
-        if len(got_t) != len(want):
-            hint = f"There is one stride per dimension: {len(want)} here, you gave {len(got_t)}."
-        elif got_t == tuple(s * 4 for s in want) or got_t == tuple(s * 8 for s in want):
-            hint = ("Those look like byte strides. microtorch (like PyTorch) counts strides in "
-                    "elements; numpy's .strides are in bytes.")
-        elif got_t == tuple(int(np.prod(shape[:d])) for d in range(len(shape))):
-            hint = ("Those are column-major (Fortran-order) strides. In row-major (C) order the "
-                    "LAST dimension moves fastest: its stride is 1, and each stride to the left "
-                    "is the product of all sizes to its right.")
-        elif want and got_t[-1] != 1:
-            hint = "The last dimension's neighbouring elements sit next to each other: its stride is 1."
-        else:
-            hint = "Each stride is the product of all the sizes to its right (the last one is 1)."
-        _fail(msg + "\n" + hint)
-    _passed("check_strides", len(STRIDE_CASES))
-
-
-# ---------------------------------------------------------------------------------------------
-def _offset_cases():
-    base = arange(60, dtype="float64").reshape(3, 4, 5)  # element k of the storage holds the value k
-    return [
-        ("x", base),
-        ("x.transpose(0, 2)", base.transpose(0, 2)),
-        ("x[1]", base[1]),
-        ("x[:, 2:, 1:4]", base[:, 2:, 1:4]),
-        ("x.permute(2, 0, 1)[3:]", base.permute(2, 0, 1)[3:]),
-        ("x[2, 1:, ::2]", base[2, 1:, ::2]),
-    ]
-
-
-def check_element_offset(fn) -> None:
-    """``fn(index, strides, offset) -> position``: where element ``index`` of a view lives in
-    its storage. Checked against the engine's bytes: views of ``x = mt.arange(60.).reshape(3,
-    4, 5)``, whose storage holds 0, 1, 2, ... so an element's value *is* its position.
-    """
-    n = 0
-    for name, view in _offset_cases():
-        strides, offset = view.stride(), view.storage_offset()
-        storage = view.storage.data
-        for index in np.ndindex(*view.shape):
-            value = view[index].item() if index else view.item()
-            want = int(np.flatnonzero(storage == value)[0])  # where the engine's bytes hold it
-            got = _call(fn, f"for view {name}, element {tuple(index)},", tuple(index), strides, offset)
-            n += 1
-            if got is None:
-                _fail("your function returned None: did you forget `return`?")
-            if int(got) == want:
-                continue
-            msg = (f"view {name} (shape {view.shape}, strides {strides}, offset {offset}): element "
-                   f"{tuple(index)} holds {value:g}, which lives at storage position {want}; you "
-                   f"returned {got}.")
-            if int(got) == want - offset:
-                hint = "You left out the offset: a view can start part-way into its storage."
-            elif int(got) == offset + sum(i * s for i, s in zip(index, reversed(strides))):
-                hint = "The strides are paired with the wrong dimensions: index[d] goes with strides[d]."
-            else:
-                hint = "position = offset + sum over d of index[d] * strides[d]."
-            _fail(msg + "\n" + hint)
-    _passed("check_element_offset", n)
-
-
-# ---------------------------------------------------------------------------------------------
-UNBROADCAST_CASES = [((2, 3), (3,)), ((2, 3), (1, 3)), ((2, 3), (2, 1)), ((4, 2, 3), (2, 1)),
-                     ((4, 2, 3), (3,)), ((2, 3), ()), ((2, 3), (2, 3)), ((5, 1, 3), (1, 3))]
-
-
-def _as_array(x) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return np.array(x.detach()._data)
-    return np.asarray(x)
-
-
-def check_unbroadcast(fn) -> None:
-    """``fn(g, shape) -> gradient of shape``: sum the gradient ``g`` (shaped like the op's
-    output) back to an operand's ``shape``. Checked against ``mt.unbroadcast``.
-    """
-    from .creation import manual_seed
-
-    manual_seed(0)
-    for g_shape, shape in UNBROADCAST_CASES:
-        g = randn(*g_shape, dtype="float64")
-        before = np.array(g._data)
-        want = unbroadcast(g, shape).numpy()
-        where = f"for a gradient g of shape {g_shape} going back to an operand of shape {shape}"
-        got = _call(fn, where, g, shape)
-        if got is None:
-            _fail(f"{where} your function returned None: did you forget `return`?")
-        if not np.array_equal(g._data, before):
-            _fail(f"{where} your function changed g in place; compute a new tensor instead "
-                  "(g may be shared with other operands).")
-        got_a = _as_array(got)
-        if tuple(got_a.shape) != tuple(shape):
-            lead = len(g_shape) - len(shape)
-            stretched = [lead + i for i, n in enumerate(shape) if n == 1 and g_shape[lead + i] != 1]
-            parts = []
-            if lead:
-                parts.append(f"the leading dimension(s) {tuple(range(lead))} that broadcasting added")
-            if stretched:
-                parts.append(f"dimension(s) {tuple(stretched)} of g, where the operand has size 1 "
-                             "(keep them: keepdim=True, or reshape at the end)")
-            how = " and ".join(parts) or "nothing: the shapes already match"
-            _fail(f"{where} you returned shape {tuple(got_a.shape)}; the operand's gradient must "
-                  f"have the operand's shape {tuple(shape)}.\nSum over {how}.")
-        if np.allclose(got_a, want, rtol=1e-6, atol=1e-9):
-            continue
-        copies = int(np.prod(g_shape)) // max(1, int(np.prod(shape)))
-        if copies > 1 and np.allclose(got_a * copies, want, rtol=1e-6, atol=1e-9):
-            hint = ("Your values are the engine's divided by the number of copies: you averaged. "
-                    "Each copy of the operand got its own gradient, and gradients of copies add up: sum.")
-        else:
-            hint = "Right shape, wrong numbers: sum (do not pick one slice) over the broadcast dimensions."
-        _fail(f"{where} you returned\n{got_a}\nbut the engine's gradient is\n{want}\n{hint}")
-    _passed("check_unbroadcast", len(UNBROADCAST_CASES))
-
-
-# =============================================================================================
-# notebook 02: backpropagation
-# =============================================================================================
 def _graph_cases(deep: int = 5000):
     """Graphs to try a learner's graph walk on: ``(what, loss, labels)``.
 
@@ -179,7 +15,7 @@ def _graph_cases(deep: int = 5000):
     ("MulBackward (the node that made u)"); leaves carry names too. The graphs are built
     by the engine itself, so their nodes are the real ``grad_fn`` objects.
     """
-    from .creation import Generator, tensor
+    from ..creation import Generator, tensor
 
     g = Generator().manual_seed(2)
     cases = []
@@ -256,7 +92,7 @@ def _graph_cases(deep: int = 5000):
 
 
 def _label(labels: dict, x) -> str:
-    from .autograd import Function
+    from ..autograd import Function
 
     if isinstance(x, Function):
         return labels.get(x, f"{x.name} (a node from some other graph)")
@@ -293,7 +129,7 @@ def _uses(labels: dict, consumers: list) -> str:
 
 def _consumer_edges(nodes) -> list:
     """Every (consumer, producer) edge between graph nodes, in a stable order."""
-    from .autograd import Function
+    from ..autograd import Function
 
     return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
 
@@ -306,7 +142,7 @@ def check_topo_order(fn) -> None:
     different lengths, a deep chain), against the nodes the engine's own
     ``_topological_order`` reaches.
     """
-    from .autograd import Function, _topological_order
+    from ..autograd import Function, _topological_order
 
     cases = _graph_cases()
     for what, loss, labels in cases:
@@ -379,7 +215,7 @@ def check_dependency_counts(fn) -> None:
     against the counts the engine's ``_dependencies`` writes into each node's record
     (``node.record["pending"]``) before backward starts.
     """
-    from .autograd import Function, _dependencies
+    from ..autograd import Function, _dependencies
 
     cases = _graph_cases()
     for what, loss, labels in cases:
@@ -437,7 +273,7 @@ def check_dependency_counts(fn) -> None:
 
 
 def _numerical_grad_cases():
-    from .creation import Generator, tensor
+    from ..creation import Generator, tensor
 
     g = Generator().manual_seed(3)
     W = randn(3, 2, dtype="float64", generator=g)
@@ -506,7 +342,7 @@ def check_numerical_grad(fn, eps: float = 1e-4) -> None:
 
 def _one_sided(f, x0: np.ndarray, eps: float) -> list[np.ndarray]:
     """Forward and backward one-sided differences of f at x0 (to recognise them)."""
-    from .creation import tensor
+    from ..creation import tensor
 
     base = float(f(tensor(x0)).item())
     fwd, bwd = np.zeros(x0.shape), np.zeros(x0.shape)

@@ -1,0 +1,140 @@
+"""Exercises of notebook 01 (tensors and graphs): strides, element offsets, unbroadcast."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..creation import arange, randn, zeros
+from ..functions.broadcast import unbroadcast
+from .checking import _as_array, _call, _fail, _passed
+
+
+STRIDE_CASES = [(5,), (2, 3), (3, 4, 5), (4, 1, 3), (2, 3, 4, 5), (7, 1), ()]
+
+
+def check_strides(fn) -> None:
+    """``fn(shape) -> strides``: the strides (in elements) of a contiguous tensor of ``shape``.
+
+    Checked against ``mt.zeros(shape).stride()``.
+    """
+    for shape in STRIDE_CASES:
+        want = zeros(shape).stride()
+        got = _call(fn, f"for shape {shape}", shape)
+        if got is None:
+            _fail(f"for shape {shape} your function returned None: did you forget `return`?")
+        try:
+            got_t = tuple(int(s) for s in got)
+        except (TypeError, ValueError):
+            _fail(f"for shape {shape} your function returned {got!r}; return a tuple of ints, "
+                  f"one stride per dimension (the engine says {want}).")
+        if got_t == want:
+            continue
+        msg = f"for shape {shape} you returned {got_t}, but a contiguous tensor of that shape has strides {want}."
+        if len(got_t) != len(want):
+            hint = f"There is one stride per dimension: {len(want)} here, you gave {len(got_t)}."
+        elif got_t == tuple(s * 4 for s in want) or got_t == tuple(s * 8 for s in want):
+            hint = ("Those look like byte strides. microtorch (like PyTorch) counts strides in "
+                    "elements; numpy's .strides are in bytes.")
+        elif got_t == tuple(int(np.prod(shape[:d])) for d in range(len(shape))):
+            hint = ("Those are column-major (Fortran-order) strides. In row-major (C) order the "
+                    "LAST dimension moves fastest: its stride is 1, and each stride to the left "
+                    "is the product of all sizes to its right.")
+        elif want and got_t[-1] != 1:
+            hint = "The last dimension's neighbouring elements sit next to each other: its stride is 1."
+        else:
+            hint = "Each stride is the product of all the sizes to its right (the last one is 1)."
+        _fail(msg + "\n" + hint)
+    _passed("check_strides", len(STRIDE_CASES))
+
+
+# ---------------------------------------------------------------------------------------------
+def _offset_cases():
+    base = arange(60, dtype="float64").reshape(3, 4, 5)  # element k of the storage holds the value k
+    return [
+        ("x", base),
+        ("x.transpose(0, 2)", base.transpose(0, 2)),
+        ("x[1]", base[1]),
+        ("x[:, 2:, 1:4]", base[:, 2:, 1:4]),
+        ("x.permute(2, 0, 1)[3:]", base.permute(2, 0, 1)[3:]),
+        ("x[2, 1:, ::2]", base[2, 1:, ::2]),
+    ]
+
+
+def check_element_offset(fn) -> None:
+    """``fn(index, strides, offset) -> position``: where element ``index`` of a view lives in
+    its storage. Checked against the engine's bytes: views of ``x = mt.arange(60.).reshape(3,
+    4, 5)``, whose storage holds 0, 1, 2, ... so an element's value *is* its position.
+    """
+    n = 0
+    for name, view in _offset_cases():
+        strides, offset = view.stride(), view.storage_offset()
+        storage = view.storage.data
+        for index in np.ndindex(*view.shape):
+            value = view[index].item() if index else view.item()
+            want = int(np.flatnonzero(storage == value)[0])  # where the engine's bytes hold it
+            got = _call(fn, f"for view {name}, element {tuple(index)},", tuple(index), strides, offset)
+            n += 1
+            if got is None:
+                _fail("your function returned None: did you forget `return`?")
+            if int(got) == want:
+                continue
+            msg = (f"view {name} (shape {view.shape}, strides {strides}, offset {offset}): element "
+                   f"{tuple(index)} holds {value:g}, which lives at storage position {want}; you "
+                   f"returned {got}.")
+            if int(got) == want - offset:
+                hint = "You left out the offset: a view can start part-way into its storage."
+            elif int(got) == offset + sum(i * s for i, s in zip(index, reversed(strides))):
+                hint = "The strides are paired with the wrong dimensions: index[d] goes with strides[d]."
+            else:
+                hint = "position = offset + sum over d of index[d] * strides[d]."
+            _fail(msg + "\n" + hint)
+    _passed("check_element_offset", n)
+
+
+# ---------------------------------------------------------------------------------------------
+UNBROADCAST_CASES = [((2, 3), (3,)), ((2, 3), (1, 3)), ((2, 3), (2, 1)), ((4, 2, 3), (2, 1)),
+                     ((4, 2, 3), (3,)), ((2, 3), ()), ((2, 3), (2, 3)), ((5, 1, 3), (1, 3))]
+
+
+def check_unbroadcast(fn) -> None:
+    """``fn(g, shape) -> gradient of shape``: sum the gradient ``g`` (shaped like the op's
+    output) back to an operand's ``shape``. Checked against ``mt.unbroadcast``.
+    """
+    from ..creation import manual_seed
+
+    manual_seed(0)
+    for g_shape, shape in UNBROADCAST_CASES:
+        g = randn(*g_shape, dtype="float64")
+        before = np.array(g._data)
+        want = unbroadcast(g, shape).numpy()
+        where = f"for a gradient g of shape {g_shape} going back to an operand of shape {shape}"
+        got = _call(fn, where, g, shape)
+        if got is None:
+            _fail(f"{where} your function returned None: did you forget `return`?")
+        if not np.array_equal(g._data, before):
+            _fail(f"{where} your function changed g in place; compute a new tensor instead "
+                  "(g may be shared with other operands).")
+        got_a = _as_array(got)
+        if tuple(got_a.shape) != tuple(shape):
+            lead = len(g_shape) - len(shape)
+            stretched = [lead + i for i, n in enumerate(shape) if n == 1 and g_shape[lead + i] != 1]
+            parts = []
+            if lead:
+                parts.append(f"the leading dimension(s) {tuple(range(lead))} that broadcasting added")
+            if stretched:
+                parts.append(f"dimension(s) {tuple(stretched)} of g, where the operand has size 1 "
+                             "(keep them: keepdim=True, or reshape at the end)")
+            how = " and ".join(parts) or "nothing: the shapes already match"
+            _fail(f"{where} you returned shape {tuple(got_a.shape)}; the operand's gradient must "
+                  f"have the operand's shape {tuple(shape)}.\nSum over {how}.")
+        if np.allclose(got_a, want, rtol=1e-6, atol=1e-9):
+            continue
+        copies = int(np.prod(g_shape)) // max(1, int(np.prod(shape)))
+        if copies > 1 and np.allclose(got_a * copies, want, rtol=1e-6, atol=1e-9):
+            hint = ("Your values are the engine's divided by the number of copies: you averaged. "
+                    "Each copy of the operand got its own gradient, and gradients of copies add up: sum.")
+        else:
+            hint = "Right shape, wrong numbers: sum (do not pick one slice) over the broadcast dimensions."
+        _fail(f"{where} you returned\n{got_a}\nbut the engine's gradient is\n{want}\n{hint}")
+    _passed("check_unbroadcast", len(UNBROADCAST_CASES))
+
+
