@@ -489,14 +489,14 @@ def _dependencies(roots) -> list:
 
 def _alive(node: "Function") -> "Function":
     if node.record is None:
+        note = ("" if node.saved else f" (In microtorch this holds for {node.name} too, although it "
+                "saved no tensors: its record in the node arena was freed after it ran.)")
         raise RuntimeError(
             "Trying to backward through the graph a second time (or directly access saved "
             "tensors after they have already been freed). Saved intermediate values of the "
             "graph are freed when you call .backward() or autograd.grad(). Specify "
             "retain_graph=True if you need to backward through the graph a second time or "
-            "if you need to access saved tensors after calling backward. (In microtorch a "
-            f"node's record in the node arena is freed too, so this holds for {node.name} "
-            "even though it saved no tensors.)")
+            "if you need to access saved tensors after calling backward." + note)
     return node
 
 

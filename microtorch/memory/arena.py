@@ -53,7 +53,7 @@ class Arena:
         self.alloc_ns = 0
         self.resets = 0
         register(self)  # (may number the name: a trace tells allocators apart by name)
-        _emit("arena_chunk", arena=self.name, chunk=0, nbytes=self.chunks[0].nbytes, growth=False)
+        _trace.emit("arena_chunk", arena=self.name, chunk=0, nbytes=self.chunks[0].nbytes, growth=False)
 
     # -- numbers ----------------------------------------------------------------------------
     @property
@@ -106,7 +106,7 @@ class Arena:
         self.high_water = max(self.high_water, self.used)
         self.allocations += 1
         self.alloc_ns += time.perf_counter_ns() - t0
-        _emit("alloc_block", allocator=self.name, block=block.id, chunk=block.chunk,
+        _trace.emit("alloc_block", allocator=self.name, block=block.id, chunk=block.chunk,
               offset=start, nbytes=nbytes, size=block.size, padding=pad, tag=tag)
         return block
 
@@ -129,7 +129,7 @@ class Arena:
             new = room
         self.chunks.append(aligned_buffer(new, self.alignment))
         self.growths += 1
-        _emit("arena_chunk", arena=self.name, chunk=len(self.chunks) - 1, nbytes=new, growth=True)
+        _trace.emit("arena_chunk", arena=self.name, chunk=len(self.chunks) - 1, nbytes=new, growth=True)
 
     def free(self, block: Block) -> None:
         """Arenas free all at once; freeing one block only marks it dead (and catches misuse)."""
@@ -142,7 +142,7 @@ class Arena:
         block.live = False
         self.requested -= block.nbytes
         del self.live_blocks[block.id]
-        _emit("free_block", allocator=self.name, block=block.id)
+        _trace.emit("free_block", allocator=self.name, block=block.id)
 
     def check(self, block: Block) -> None:
         """Raise if ``block`` is stale (its arena was reset since it was handed out)."""
@@ -185,8 +185,3 @@ class Arena:
                 f"{s['live_blocks']} live blocks, utilization {s['utilization']:.1%}, "
                 f"high water {s['high_water']} B, {s['growths']} growths)")
 
-
-def _emit(kind: str, **fields) -> None:
-    rec = _trace.active
-    if rec is not None:
-        rec.emit(kind, **fields)

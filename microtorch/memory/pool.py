@@ -172,7 +172,7 @@ class Pool:
             else:
                 keep.append((freed_at, block))
         self.held = keep
-        _emit("pool_epoch", allocator=self.name, epoch=self.epoch, held=len(keep), released=released)
+        _trace.emit("pool_epoch", allocator=self.name, epoch=self.epoch, held=len(keep), released=released)
         return self.epoch
 
     def check(self, block: Block) -> None:
@@ -209,8 +209,3 @@ class Pool:
                 f"{s['requested']} B requested (fragmentation {s['fragmentation']:.1%}), "
                 f"{s['reuse_hits']} reuses, {s['direct_allocations']} direct)")
 
-
-def _emit(kind: str, **fields) -> None:
-    rec = _trace.active
-    if rec is not None:
-        rec.emit(kind, **fields)

@@ -91,6 +91,12 @@ _tensor_ids = itertools.count(1)
 _node_ids = itertools.count(1)
 
 
+def emit(kind: str, **fields) -> None:
+    """Record an event if a recorder is active (allocators call this; hot paths inline the check)."""
+    if active is not None:
+        active.emit(kind, **fields)
+
+
 def tensor_id(t) -> int:
     """A stable id for a tensor, assigned the first time a recorder sees it."""
     if t._tid is None:
