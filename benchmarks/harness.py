@@ -6,12 +6,13 @@ range (IQR) of per-iteration times over ``k`` repeats.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, ContextManager
 
 
 @dataclass
@@ -49,9 +50,13 @@ class Row:
     error: str | None = None
     value: str | None = None  # a non-time result shown in the microtorch column (e.g. "none")
     notes: list[str] = field(default_factory=list)
+    peer_value: str | None = None  # a non-time result shown in the peer column (e.g. "212 MiB")
+    value_ratio: float | None = None  # the ratio of non-time results (value / peer_value)
 
     @property
     def ratio(self) -> float | None:
+        if self.value_ratio is not None:
+            return self.value_ratio
         if self.stats is None or self.peer_stats is None or self.peer_stats.median_us == 0:
             return None
         return self.stats.median_us / self.peer_stats.median_us
@@ -77,7 +82,8 @@ def measure(fn: Callable[[], object], quick: bool, **kwargs) -> Stats:
 
 def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bool = False,
                  min_repeat_s: float | None = None, repeats: int | None = None,
-                 budget_s: float | None = None) -> dict[str, Stats]:
+                 budget_s: float | None = None,
+                 scopes: dict[str, Callable[[], ContextManager]] | None = None) -> dict[str, Stats]:
     """Time several callables side by side; ``{name: Stats}`` of per-call time.
 
     Each callable is warmed up, then gets a call count ``n`` so one repeat lasts about
@@ -93,26 +99,37 @@ def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bo
     ``_backward`` closures do) pays for collecting them there. Either way everything alive
     before the measurement is frozen (``gc.freeze()``), so a collection costs what the
     engine's own garbage costs, not what the rest of the process holds (torch's modules).
+
+    ``scopes`` maps a callable's name to a context-manager factory: each of that callable's
+    repeats (and its warm-up and calibration) runs inside a fresh ``with scopes[name]():``,
+    entered before the clock starts and left after it stops — for a configuration that
+    must hold only while that callable runs (``mt.memory.use_heap``, a new ``mt.trace()``
+    per repeat so a recording does not grow without bound).
     """
     min_repeat_s = min_repeat_s if min_repeat_s is not None else (0.01 if quick else 0.05)
     repeats = repeats if repeats is not None else (5 if quick else 21)
     budget_s = (budget_s if budget_s is not None else (1.0 if quick else 3.0)) * len(fns)
     clock = time.perf_counter
     was_enabled = gc.isenabled()
+    scopes = scopes or {}
 
-    def timed(fn, number: int) -> float:
+    def scope(name: str) -> ContextManager:
+        return scopes[name]() if name in scopes else contextlib.nullcontext()
+
+    def timed(name: str, fn, number: int) -> float:
         """Seconds for ``number`` calls (the collection before them is not timed)."""
         gc.collect()
-        if not gc_on:
-            gc.disable()
-        try:
-            t0 = clock()
-            for _ in range(number):
-                fn()
-            return clock() - t0
-        finally:
-            if was_enabled:
-                gc.enable()
+        with scope(name):
+            if not gc_on:
+                gc.disable()
+            try:
+                t0 = clock()
+                for _ in range(number):
+                    fn()
+                return clock() - t0
+            finally:
+                if was_enabled:
+                    gc.enable()
 
     gc.collect()
     gc.freeze()
@@ -122,13 +139,14 @@ def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bo
             # warm-up: caches, lazy imports, first-call allocations; at least 3 calls
             warm_until = clock() + (0.05 if quick else 0.2)
             calls = 0
-            while calls < 3 or clock() < warm_until:
-                fn()
-                calls += 1
+            with scope(name):
+                while calls < 3 or clock() < warm_until:
+                    fn()
+                    calls += 1
             # calibrate: n calls per repeat so that a repeat lasts about min_repeat_s
             number = 1
             while True:
-                dt = timed(fn, number)
+                dt = timed(name, fn, number)
                 if dt >= min_repeat_s / 10:
                     break
                 number *= 10
@@ -139,7 +157,7 @@ def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bo
         rounds = 0
         while rounds < repeats and (rounds < 5 or clock() - start < budget_s):
             for name, fn in fns.items():
-                samples[name].append(timed(fn, numbers[name]) / numbers[name] * 1e6)
+                samples[name].append(timed(name, fn, numbers[name]) / numbers[name] * 1e6)
             rounds += 1
     finally:
         gc.unfreeze()
@@ -177,7 +195,8 @@ def _cells(row: Row) -> list[str]:
         row.stats.cell() if row.stats else f"error: {error}" if row.error else "-")
     if row.skipped:
         return [row.benchmark, mine, row.peer, row.skipped]
-    peer = row.peer_stats.cell() if row.peer_stats else "-"
+    peer = row.peer_value if row.peer_value is not None else (
+        row.peer_stats.cell() if row.peer_stats else "-")
     ratio = f"{row.ratio:.3g}x" if row.ratio is not None else "-"
     met = "-" if row.met is None else ("yes" if row.met else "NO")
     return [row.benchmark, mine, row.peer, peer, ratio, row.target, met]

@@ -40,6 +40,7 @@ from benchmarks.peers import TORCH_THREADS, versions  # noqa: E402
 GROUPS = {
     "small_graphs": "benchmarks.small_graphs",
     "import_time": "benchmarks.import_time",
+    "allocators": "benchmarks.allocators",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"
@@ -96,6 +97,10 @@ METHOD = {
     "import_time": "fresh subprocess per sample, perf_counter around `import NAME` (interpreter "
                    "start-up excluded), 1 discarded + k runs (9; quick 3), median and IQR",
     "ratio": "microtorch median / peer median (lower is better for microtorch)",
+    "allocators": "small graphs: pool / use_heap() / a fresh mt.trace() per repeat / torch take turns; "
+                  "recorder off: the engine vs a copy with every trace.active read replaced by None; "
+                  "large step: each configuration in a fresh subprocess (rounds take turns), time per "
+                  "step, peak RSS (VmHWM reset before the steps), minor faults and system CPU per step",
 }
 
 
