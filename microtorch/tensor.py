@@ -9,10 +9,12 @@ made this tensor, ``None`` for leaves), ``is_leaf``, ``retain_grad()``, ``backwa
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import dtypes
-from .memory.storage import Storage, new_storage
+from .memory.storage import Storage, empty_storage, new_storage
 
 
 class Tensor:
@@ -39,6 +41,12 @@ class Tensor:
         t = object.__new__(cls)
         return _init(t, array if storage.block is None else storage.data.reshape(array.shape),
                      storage, None, requires_grad, grad_fn)
+
+    @classmethod
+    def _empty(cls, shape: tuple[int, ...], dtype: np.dtype, tag: str = "activation") -> "Tensor":
+        """An uninitialised tensor in a fresh storage (the caller fills it with ``out=``)."""
+        storage = empty_storage(math.prod(shape), dtype, tag)
+        return cls._over(storage.data.reshape(shape), storage)
 
     @classmethod
     def _over(cls, array: np.ndarray, storage: Storage, requires_grad: bool = False, grad_fn=None) -> "Tensor":

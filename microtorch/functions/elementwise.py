@@ -40,7 +40,9 @@ class Add(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return unbroadcast(g, ctx.shapes[0]), unbroadcast(g, ctx.shapes[1])
+        ga, gb = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if ga else None,
+                unbroadcast(g, ctx.shapes[1]) if gb else None)
 
 
 class Sub(Function):
@@ -53,7 +55,9 @@ class Sub(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return unbroadcast(g, ctx.shapes[0]), unbroadcast(-g, ctx.shapes[1])
+        ga, gb = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if ga else None,
+                unbroadcast(-g, ctx.shapes[1]) if gb else None)
 
 
 class Mul(Function):
@@ -107,13 +111,15 @@ class Pow(Function):
     def forward(ctx, x, p):
         ctx.save_for_backward(x)
         ctx.p = p
-        return np.power(x._data, p)
+        return np.power(x._data, p, out=ctx.empty(x.shape, x.dtype))
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         if ctx.p == 0:  # d(x⁰)/dx = 0 everywhere, also at x = 0 (where 0 · x⁻¹ would be nan), as in PyTorch
             return Tensor._wrap(np.zeros(x.shape, dtype=g.dtype))
+        if ctx.p == 2:  # the common square: one op fewer
+            return g * (2 * x)
         return g * ctx.p * x ** (ctx.p - 1)
 
 
@@ -195,13 +201,15 @@ class Relu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.save_for_backward(x)
+        ctx.save_output()  # z > 0 exactly where x > 0, so the output is enough (as in PyTorch)
         return np.maximum(x._data, 0, out=ctx.empty(x.shape, x.dtype))
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * Tensor._wrap((x._data > 0).astype(g.dtype))
+        (z,) = ctx.saved_tensors
+        mask = Tensor._empty(z.shape, g.dtype)
+        np.greater(z._data, 0, out=mask._data)
+        return g * mask
 
 
 class Abs(Function):
