@@ -167,6 +167,7 @@ class Function:
     needs_input_grad: tuple = ()
     input_shapes: tuple = ()  # backward checks each returned gradient against these
     _to_save: tuple = ()
+    _saved_layout = None  # which save_for_backward positions held a tensor, if some were None
     _out = None  # (array, storage) handed out by empty() for the op's result
     _save_output = False
     _retained = None  # weakrefs to outputs that asked for retain_grad()
@@ -174,7 +175,8 @@ class Function:
     record = None  # this node's 64-byte record in the node arena (None once released)
 
     # -- ctx API (used inside forward) -----------------------------------------------------
-    def save_for_backward(self, *tensors: Tensor) -> None:
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        """Keep these tensors' bytes for backward (``None`` for one that no gradient needs)."""
         self._to_save = tensors
 
     def save_output(self) -> None:
@@ -190,21 +192,27 @@ class Function:
         return out
 
     @property
-    def saved_tensors(self) -> tuple[Tensor, ...]:
-        return tuple(s.unpack(self) for s in self.saved)
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
+        """The tensors forward saved, in order (``None`` where it saved ``None``)."""
+        unpacked = [s.unpack(self) for s in self.saved]
+        if self._saved_layout is None:
+            return tuple(unpacked)
+        it = iter(unpacked)
+        return tuple(next(it) if present else None for present in self._saved_layout)
 
     # -- applying ---------------------------------------------------------------------------
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
         ctx = cls()
         inputs = [a for a in args if type(a) is Tensor or isinstance(a, Tensor)]
-        out = cls.forward(ctx, *args, **kwargs)
         requires_grad = False
         if _grad_enabled:
             for t in inputs:
                 if t.requires_grad:
                     requires_grad = True
+                    ctx.needs_input_grad = tuple([t.requires_grad for t in inputs])
                     break
+        out = cls.forward(ctx, *args, **kwargs)  # may read ctx.needs_input_grad to save less
         grad_fn = ctx if requires_grad else None
         if ctx._out is not None and out is ctx._out[0]:
             result = Tensor._over(out, ctx._out[1], requires_grad, grad_fn)
@@ -215,13 +223,12 @@ class Function:
         else:
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
         if requires_grad:
-            needs, shapes, edges = [], [], []
-            for t in inputs:
-                needs.append(t.requires_grad)
-                shapes.append(t._data.shape)
-                edges.append((t.grad_fn or t) if t.requires_grad else None)
-            ctx.needs_input_grad, ctx.input_shapes, ctx.next = tuple(needs), tuple(shapes), tuple(edges)
-            saved = [SavedTensor(t, ctx) for t in ctx._to_save]
+            ctx.input_shapes = tuple([t._data.shape for t in inputs])
+            ctx.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
+            to_save = ctx._to_save
+            if any(t is None for t in to_save):  # forward skipped what no gradient needs: remember the positions
+                ctx._saved_layout = tuple(t is not None for t in to_save)
+            saved = [SavedTensor(t, ctx) for t in to_save if t is not None]
             if ctx._save_output:
                 saved.append(SavedTensor(result, ctx, is_output=True))
             ctx.saved = tuple(saved)

@@ -30,6 +30,7 @@ class Source:
 
 def show_source(obj) -> Source:
     """The source of ``obj`` (a function, class or method of microtorch) with where it lives."""
+    obj = inspect.unwrap(obj)  # a decorated function (e.g. a context manager) shows its own code
     try:
         text = inspect.getsource(obj)
         file = inspect.getsourcefile(obj) or "?"

@@ -127,10 +127,10 @@ def test_view_saved_by_a_node_keeps_the_base_storage():
     x = mt.randn(4, 3, requires_grad=True)
     y = x * 2
     ys = y.storage
-    loss = (y.T[1:] * 3.0).sum()  # Permute/Index are views; nothing saved yet
-    loss2 = (y[1:] * y[1:]).sum()  # Mul saves two views of y's storage
+    loss = (y.T[1:] * 3.0).sum()  # views, then Mul by a constant: y's values are not needed
+    loss2 = (y[1:] * y[1:]).sum()  # Mul saves two views of y's storage (each for the other's grad)
     del y
-    assert ys.refcount == 3 and not ys.freed  # one slot in loss's Mul, two in loss2's
+    assert ys.refcount == 2 and not ys.freed  # the two slots in loss2's Mul
     del loss
     assert ys.refcount == 2
     loss2.backward()

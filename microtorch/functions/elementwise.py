@@ -65,14 +65,16 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        need_a, need_b = ctx.needs_input_grad or (False, False)
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)  # each grad needs the other
+        ctx.shapes = a.shape, b.shape
         return _broadcasting(ctx, "mul", np.multiply, a, b)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        ga = unbroadcast(g * b, a.shape) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(g * a, b.shape) if ctx.needs_input_grad[1] else None
+        ga = unbroadcast(g * b, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(g * a, ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -81,14 +83,16 @@ class Div(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        need_b = (ctx.needs_input_grad or (False, False))[1]
+        ctx.save_for_backward(a if need_b else None, b)  # a only matters for b's gradient
+        ctx.shapes = a.shape, b.shape
         return _broadcasting(ctx, "div", np.true_divide, a, b)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        ga = unbroadcast(g / b, a.shape) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(-g * a / (b * b), b.shape) if ctx.needs_input_grad[1] else None
+        ga = unbroadcast(g / b, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(-g * a / (b * b), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 

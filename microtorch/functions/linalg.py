@@ -29,7 +29,9 @@ class Matmul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        need_a, need_b = ctx.needs_input_grad or (False, False)
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)  # each grad needs the other
+        ctx.shapes = a.shape, b.shape
         if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]:  # the common case, straight into its storage
             return np.matmul(a._data, b._data, out=ctx.empty((a.shape[0], b.shape[1]), a.dtype))
         try:
@@ -40,20 +42,20 @@ class Matmul(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        if a.ndim == 2 and b.ndim == 2:  # the common case, without the general bookkeeping
-            return (g @ b.mT if ctx.needs_input_grad[0] else None,
-                    a.mT @ g if ctx.needs_input_grad[1] else None)
-        a2 = a.unsqueeze(0) if a.ndim == 1 else a
-        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
-        g2 = g.unsqueeze(-1) if b.ndim == 1 else g  # first: for 1-D @ 1-D, g is 0-d
-        g2 = g2.unsqueeze(-2) if a.ndim == 1 else g2
+        (sa, sb), (need_a, need_b) = ctx.shapes, ctx.needs_input_grad
+        if len(sa) == 2 and len(sb) == 2:  # the common case, without the general bookkeeping
+            return (g @ b.mT if need_a else None, a.mT @ g if need_b else None)
+        g2 = g.unsqueeze(-1) if len(sb) == 1 else g  # first: for 1-D @ 1-D, g is 0-d
+        g2 = g2.unsqueeze(-2) if len(sa) == 1 else g2
         ga = gb = None
-        if ctx.needs_input_grad[0]:
-            ga = unbroadcast(g2 @ b2.mT, a2.shape)
-            ga = ga if ga.shape == a.shape else ga.reshape(a.shape)
-        if ctx.needs_input_grad[1]:
-            gb = unbroadcast(a2.mT @ g2, b2.shape)
-            gb = gb if gb.shape == b.shape else gb.reshape(b.shape)
+        if need_a:
+            b2 = b.unsqueeze(-1) if len(sb) == 1 else b
+            ga = unbroadcast(g2 @ b2.mT, (1,) + sa if len(sa) == 1 else sa)
+            ga = ga if ga.shape == sa else ga.reshape(sa)
+        if need_b:
+            a2 = a.unsqueeze(0) if len(sa) == 1 else a
+            gb = unbroadcast(a2.mT @ g2, sb + (1,) if len(sb) == 1 else sb)
+            gb = gb if gb.shape == sb else gb.reshape(sb)
         return ga, gb
 
 

@@ -18,8 +18,8 @@ bytes — ``a = h + 1`` becoming ``h.add_(1)``. It is a pure function of the tra
    data, a tensor created outside the recorded ops) would change the caller's tensors.
 4. The input's elements do not overlap each other (an expanded input cannot be written).
 5. The in-place variant's backward does not need the overwritten values. Here the
-   variant matters, not the recorded op: ``Relu`` saved its input, but ``relu_`` takes its
-   gradient from its *output* (x > 0 exactly where relu(x) > 0), so it is fine; ``exp_``,
+   variant matters, not the recorded op: ``relu_`` takes its gradient from its *output*
+   (x > 0 exactly where relu(x) > 0), so it is fine; ``exp_``,
    ``sigmoid_``, ``tanh_`` and ``sqrt_`` use their output too; ``add_``, ``sub_``, ``neg_``
    need nothing; ``clamp_`` keeps a mask. ``mul_`` and ``div_`` need the old values when
    the *other* operand needs a gradient (d(a·b)/db = a, d(a/b)/db = -a/b²) — refused then.
@@ -29,8 +29,8 @@ bytes — ``a = h + 1`` becoming ``h.add_(1)``. It is a pure function of the tra
    to, or kept by, the caller).
 
 Decisions are made greedily in program order, and each accepted rewrite changes what the
-program saves from then on (``relu_`` saves its result where ``Relu`` saved its input), so
-a later op may be refused because of an earlier rewrite.
+program saves from then on (an in-place op's saved output is now the overwritten storage),
+so a later op may be refused because of an earlier rewrite.
 
 **What it saves.** Every accepted op's output reuses its input's storage, so that output's
 allocation disappears: ``saved_bytes`` sums them. The plan also replays the trace's
