@@ -41,6 +41,7 @@ GROUPS = {
     "small_graphs": "benchmarks.small_graphs",
     "import_time": "benchmarks.import_time",
     "allocators": "benchmarks.allocators",
+    "player": "benchmarks.player",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

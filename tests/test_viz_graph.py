@@ -184,10 +184,17 @@ def test_dtype_shown_when_not_float32_and_untracked_ops_counted():
 
 
 def test_show_saved_lists_saved_tensors_then_their_release(tr):
+    # x @ W1 with only W1 requiring grad: the engine saves what W1's gradient needs (x), and
+    # W1 too where a version of the engine saves both — the label names whatever was saved
     mm = forward_ops(tr)[0]
-    assert "saves x, W1" in label_of(graph.to_dot(tr, mm["step"], show_saved=True), f"n{mm['node']}")
+    names = {e["storage"]: e["name"] for e in tr.filter("tensor") if e.get("name")}
+    saved = [names[s] for s in mm["saved"]]
+    assert saved and saved[0] == "x"
+    label = label_of(graph.to_dot(tr, mm["step"], show_saved=True), f"n{mm['node']}")
+    assert "saves " + ", ".join(saved) in label
     release = next(e for e in tr.filter("release") if e["node"] == mm["node"])
-    assert "released 2 saved" in label_of(graph.to_dot(tr, release["step"], show_saved=True), f"n{mm['node']}")
+    assert f"released {len(saved)} saved" in label_of(graph.to_dot(tr, release["step"], show_saved=True),
+                                                      f"n{mm['node']}")
 
 
 def chain_trace(n=30):
@@ -239,7 +246,7 @@ def test_big_graphs_collapse_into_labelled_groups(make, max_nodes):
 def test_render_returns_a_picture_with_text_and_a_title(tr):
     pic = graph.render(tr, forward_ops(tr)[2]["step"])
     assert isinstance(pic, GraphPicture)
-    assert pic.title.startswith("Computation graph at step")
+    assert pic.title.startswith("Computation graph at event")
     assert "Gradients not computed yet" in pic.text and "Relu" in pic.text
     assert pic.source == graph.to_dot(tr, forward_ops(tr)[2]["step"])
 
@@ -253,7 +260,7 @@ def test_plain_labels_only_and_a_drawn_header(tr):
     assert [k for k, _, _ in first.header.legend] == ["parameter", "constant", "op", "output"]
     last = graph.render(tr, None)
     assert last.header.band[1] == "done" and "ready" in [k for k, _, _ in last.header.legend]
-    assert last.header.subtitle == f"step {len(tr) - 1} of {len(tr) - 1}"
+    assert last.header.subtitle == f"event {len(tr) - 1} of {len(tr) - 1}"
     if dot_to_svg("digraph { a }") is not None:
         svg = first.svg()
         assert svg.startswith("<svg") and "Gradients not computed yet" in svg
@@ -308,3 +315,58 @@ def test_labels_survive_the_in_process_renderer(tr, monkeypatch):
     for words in ("W1", "requires grad", "grad: not computed yet", "Matmul", "constant (no grad)",
                   "Gradients not computed yet"):
         assert words in svg
+
+
+def test_an_input_used_twice_is_one_arrow_labelled_x2():
+    """h * h and y + y: one arrow per (input, op) pair, labelled with how often it is used —
+    the same count that makes the op's pending count 2 in backward."""
+    a = mt.randn(3, requires_grad=True); a.name = "a"
+    with mt.trace() as tr:
+        h = a.exp(); h.name = "h"
+        sq = h * h
+        loss = (sq + sq).sum()
+        loss.backward()
+    src = graph.to_dot(tr, None)
+    ops = {e["op"]: e for e in forward_ops(tr)}
+    mul, add = ops["Mul"], ops["Add"]
+    exp = ops["Exp"]
+    assert re.search(rf"^  n{exp['node']} -> n{mul['node']} \[.*label=\"×2\"", src, re.M)
+    assert re.search(rf"^  n{mul['node']} -> n{add['node']} \[.*label=\"×2\"", src, re.M)
+    assert len(re.findall(rf"^  n{exp['node']} -> n{mul['node']}\b", src, re.M)) == 1
+    bw = next(e for e in tr.events if e["kind"] == "backward")
+    assert bw["pending"][mul["node"]] == 2 and bw["pending"][exp["node"]] == 2  # what "×2" explains
+    assert f"pending: 2" in label_of(graph.to_dot(tr, bw["step"]), f"n{mul['node']}")
+
+
+def test_topo_order_says_what_runs_next_in_the_schedule():
+    tr = mlp_trace(order="topo")
+    bw = next(e for e in tr.events if e["kind"] == "backward")
+    header = graph.render(tr, bw["step"]).header
+    band = header.band[0]
+    assert "ready: none" not in band
+    assert "topological order" in band and "next in the schedule" in band and "position 1 of" in band
+    first_run = next(e for e in tr.events if e["kind"] == "node_run")
+    band = graph.render(tr, first_run["step"]).header.band[0]
+    assert "1 of" in band and "position 2 of" in band
+    assert "ready: none" not in graph.describe(tr, first_run["step"])
+
+
+def test_header_lines_wrap_at_the_pictures_width():
+    from microtorch.viz.header import Header, compose
+
+    words = " ".join(["word"] * 60)  # ~300 characters
+    body = '<svg width="1200pt" height="100pt" viewBox="0 0 1200 100"><g/></svg>'
+    wide = compose(body, Header("T", lines=[words]))
+    narrow = compose(body.replace("1200", "300"), Header("T", lines=[words]))
+    lines = lambda svg: len(re.findall(r'font-size="11" fill="black">word', svg))  # noqa: E731
+    assert lines(wide) < lines(narrow)
+    assert lines(wide) <= 2  # a 1200-pt picture fits ~185 characters a line
+
+
+def test_one_notion_of_when(tr):
+    t = forward_ops(tr)[2]["step"]
+    assert graph.render(tr, t).header.subtitle == f"event {t} of {len(tr) - 1}"
+    steps = select_steps(tr, "ops")
+    k = steps.index(t) + 1
+    assert graph.render(tr, t, steps).header.subtitle == f"step {k} of {len(steps)} · event {t}"
+    assert graph.describe(tr, t, steps).startswith(f"Computation graph at step {k} of {len(steps)} · event {t}")

@@ -1,27 +1,49 @@
 """Pictures of recorded traces; imported lazily, never by the engine.
 
-Every picture is a pure function of a recorded trace and a step index::
+Every picture is a pure function of a recorded trace and a time index ``t`` (an event's
+position in the trace)::
 
     with mt.trace() as tr:
         loss = model(x).sum(); loss.backward()
-    mt.viz.graph.render(tr, t)     # the computation graph after events 0..t
-    mt.viz.graph.describe(tr, t)   # the same facts as text
-    mt.viz.player(tr)              # slider + play + step buttons over every panel
+    mt.viz.graph.render(tr, t)      # the computation graph after events 0..t
+    mt.viz.graph.describe(tr, t)    # the same facts as text
+    mt.viz.player(tr, panels=["graph", "arena", "refcounts"])   # one slider moves them all
 
-Modules: :mod:`~microtorch.viz.graph` (computation graph), :mod:`~microtorch.viz.player`
-(the step-through widget and the panel registry), :mod:`~microtorch.viz.palette` (the
-shared colour-blind-safe colours), :mod:`~microtorch.viz.events` (events in words),
-:mod:`~microtorch.viz.dot` (DOT → SVG with or without a system Graphviz), :mod:`~microtorch.viz.header`
-(the title block drawn above a Graphviz picture).
+The pictures, one module each (each has ``render(trace, t)`` and ``describe(trace, t)``):
+
+* :mod:`~microtorch.viz.graph` — the computation graph, forward and backward (Graphviz);
+* :mod:`~microtorch.viz.arena` — arena occupancy: blocks on each arena's address axis, by kind;
+  the node arena's records;
+* :mod:`~microtorch.viz.pool` — the pool's size classes: blocks in use / free / held back,
+  requested vs reserved bytes;
+* :mod:`~microtorch.viz.refcounts` — each storage's reference count over time, and who
+  holds the references;
+* :mod:`~microtorch.viz.liveness` — storage lifetimes as a Gantt chart, live bytes and the peak;
+* :mod:`~microtorch.viz.alias` — which elements of one storage several views touch, and the
+  must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
+
+Around them: :mod:`~microtorch.viz.player` (the step-through widget and the panel
+registry), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
+:mod:`~microtorch.viz.events` (events in words, the step axis, "step 2 of 21 · event 15"),
+:mod:`~microtorch.viz.timeline` (per-trace facts the memory pictures share, computed once),
+:mod:`~microtorch.viz.figure` (figures outside pyplot, drawn in two layers for the player),
+:mod:`~microtorch.viz.dot` (DOT → SVG with or without a system Graphviz),
+:mod:`~microtorch.viz.header` (the title block drawn above a Graphviz picture).
+
+The matplotlib pictures return a :class:`~microtorch.viz.figure.PanelFigure`: it shows as
+SVG in Jupyter, and carries ``.facts`` (the numbers it draws: what tests assert on) and
+``.description`` (the same facts in words).
 
 Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the engine
 (``import microtorch``) never imports matplotlib, graphviz or ipywidgets.
 """
 import importlib
 
-_SUBMODULES = ("dot", "events", "graph", "header", "palette", "player")
+_SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "header", "liveness", "palette",
+               "player", "pool", "refcounts", "timeline")
 
-__all__ = ["player", "register_panel", "graph", "palette", "events", "dot"]
+__all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
+           "palette", "events", "dot"]
 
 
 def __getattr__(name: str):

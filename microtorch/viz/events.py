@@ -29,6 +29,30 @@ def clamp_step(trace, t: int | None) -> int:
     return max(-1, min(int(t), n - 1))
 
 
+def step_label(trace, t: int, steps=None) -> str:
+    """When ``t`` is, in the one notion every picture uses.
+
+    On a player's step axis (``steps``: the event indices it steps through) this is
+    ``"step 2 of 21 · event 15"`` — the position on the slider (counted from 1) and the
+    event it shows. Without a step axis (a picture drawn on its own) it is
+    ``"event 15 of 267"``; before any event, ``"before event 0"``.
+    """
+    n = len(events_of(trace))
+    if t < 0:
+        return "before event 0" if n else "empty trace"
+    if steps:
+        k = _position(steps, t)
+        if k is not None:
+            return f"step {k + 1} of {len(steps)} · event {t}"
+    return f"event {t} of {n - 1}"
+
+
+def _position(steps, t: int) -> int | None:
+    import bisect
+    k = bisect.bisect_left(steps, t)
+    return k if k < len(steps) and steps[k] == t else None
+
+
 def select_steps(trace, steps="ops") -> list[int]:
     """The event indices a player steps through.
 
@@ -186,6 +210,36 @@ def describe_event(trace, i: int) -> str:
     if kind == "release":
         how = " (its graph was dropped without backward)" if e.get("dropped") else ""
         return f"{ix.node_name(e['node'])} released its saved tensors and its node record{how}"
+    if kind == "alloc_block":
+        where = e["allocator"]
+        if "size_class" in e:  # a pool
+            if e.get("size_class") is None:
+                how = "a direct block (too big for any size class)"
+            else:
+                how = (f"size class {e['size']:,} B, {'reused from the free list' if e.get('reused') else 'a fresh block'}"
+                       f" at slab {e['chunk']} offset {e['offset']:,}")
+            return (f"{where} handed out block {e['block']}: {e['size']:,} B for a {e['nbytes']:,}-byte "
+                    f"request ({how})")
+        pad = f", after {e['padding']} B of alignment padding" if e.get("padding") else ""
+        return (f"{where} handed out block {e['block']}: {e['nbytes']:,} B at chunk {e['chunk']} offset "
+                f"{e['offset']:,}{pad}")
+    if kind == "free_block":
+        if e.get("held"):
+            return f"block {e['block']} went back to {e['allocator']}, held back until a later epoch"
+        return f"block {e['block']} went back to {e['allocator']}"
+    if kind == "arena_chunk":
+        grew = f"chunk {e['chunk']}: it ran out of room and grew" if e.get("growth") else "its first chunk"
+        return f"{e['arena']} got {e['nbytes']:,} bytes of backing memory ({grew})"
+    if kind == "arena_reset":
+        stale = e.get("stale") or []
+        lost = (f"; {len(stale)} storage(s) still referenced lost their bytes (touching them raises)"
+                if stale else "")
+        return (f"{e['arena']} was reset: {len(e.get('blocks') or [])} block(s) freed at once, generation "
+                f"{e.get('generation', '?')}{lost}")
+    if kind == "pool_epoch":
+        released = len(e.get("released") or [])
+        return (f"{e['allocator']} advanced to epoch {e['epoch']}: {released} held block(s) released to "
+                f"their free lists, {e.get('held', 0)} still held back")
     if kind == "baseline":
         return (f"what was live when recording (re)started: {len(e.get('storages', []))} storages "
                 f"in {len(e.get('blocks', []))} blocks of {len(e.get('allocators', []))} allocators, "

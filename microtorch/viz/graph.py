@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from . import palette
 from .header import Header, HeaderedPicture
-from .events import clamp_step, describe_event, events_of, index, int_keys
+from .events import clamp_step, describe_event, events_of, index, int_keys, step_label
 
 NOT_COMPUTED = "gradients not computed yet (call .backward())"
 MAX_NODES = 40
@@ -93,10 +93,24 @@ class GraphState:
         return not bw["ready"] and all(c == 0 for c in bw["pending"].values())
 
 
+_recent: list = []  # a few (events, length, t, state): render, describe and to_dot share one replay
+
+
 def graph_state(trace, t: int | None = None) -> GraphState:
-    """Replay events ``0..t`` (``None``: all) into a :class:`GraphState`."""
+    """Replay events ``0..t`` (``None``: all) into a :class:`GraphState` (treat it as read-only:
+    the last few are kept and handed out again)."""
     events = events_of(trace)
     t = clamp_step(trace, t)
+    for ev, n, tt, state in _recent:
+        if ev is events and n == len(events) and tt == t:
+            return state
+    state = _graph_state(events, t)
+    _recent.insert(0, (events, len(events), t, state))
+    del _recent[4:]
+    return state
+
+
+def _graph_state(events: list, t: int) -> GraphState:
     s = GraphState(t=t, n_events=len(events), current=events[t] if t >= 0 else None)
     edges_into: dict[int, dict | None] = {}  # leaf tensor id -> its grad edge (from the op's next)
     for e in events[: t + 1]:
@@ -284,6 +298,12 @@ def _summary(s: GraphState) -> str:
     if s.backward_finished:
         return (f"Backward done: {ran} node(s) ran; gradients in {len(s.grads)} leaf tensor(s)"
                 + tail)
+    if bw["order"] == "topo":  # no dependency counts: the schedule decides what runs next
+        sched = [n for n in bw["schedule"] if n in s.ops]
+        upcoming = [n for n in sched if n not in bw["done"]]
+        nxt = (f"next in the schedule: {index_name(s, upcoming[0])}, position "
+               f"{sched.index(upcoming[0]) + 1} of {len(sched)}") if upcoming else "the schedule is done"
+        return (f"Backward running (topological order): {ran} of {len(sched)} node(s) ran; {nxt}" + tail)
     ready = [n for n in s.ops if s.status(n) == "ready"]
     names = ", ".join(index_name(s, n) for n in ready) or "none"
     return f"Backward running: {ran} of {total} node(s) ran; ready: {names}" + tail
@@ -293,14 +313,14 @@ def index_name(s: GraphState, nid: int) -> str:
     return f"{s.ops[nid]['op']} (node {nid})"
 
 
-def describe(trace, t: int | None = None, *, max_nodes: int | None = MAX_NODES,
-             show_saved: bool = False, show_values: bool = False) -> str:
+def describe(trace, t: int | None = None, steps=None, *, max_nodes: int | None = MAX_NODES,
+             show_saved: bool = False, show_values: bool = False, **_) -> str:
     """The facts :func:`render` draws, as plain text (for screen readers, terminals, tests)."""
     s = graph_state(trace, t)
     ix = index(trace)
 
     name = lambda tid: _tensor_name(s, ix, tid)  # noqa: E731
-    lines = [f"Computation graph at step {s.t} of {s.n_events - 1}: {_headline(trace, s)}",
+    lines = [f"Computation graph at {step_label(trace, s.t, steps)}: {_headline(trace, s)}",
              _summary(s) + "."]
     if not s.ops:
         lines.append("No graph yet: no op on a tensor that requires grad has run.")
@@ -514,8 +534,9 @@ def to_dot(trace, t: int | None = None, *, show_saved: bool = False, show_values
         out.append(_node(f"t{tid}", _label(*lines), shape="box", peripheries="2",
                          fillcolor=P.fill("output"), color=P.color("output")))
 
-    # edges: input -> op (one per distinct pair), op -> output
-    seen = set()
+    # edges: input -> op, one arrow per distinct pair; a tensor used twice by one op (h * h,
+    # y + y) gets one arrow labelled "×2" — it is also what makes that node's pending count 2
+    edges: dict[tuple[str, str], list] = {}
     for nid, e in s.ops.items():
         dst = rep[nid]
         for tid in e["inputs"]:
@@ -525,15 +546,21 @@ def to_dot(trace, t: int | None = None, *, show_saved: bool = False, show_values
                 continue
             else:
                 src = f"t{tid}"
-            if src == dst or (src, dst) in seen:
+            if src == dst:
                 continue
-            seen.add((src, dst))
-            attrs = ""
+            if (src, dst) in edges:
+                edges[(src, dst)][0] += 1
+                continue
+            attrs = []
             if s.leaves.get(tid) == "constant":
-                attrs = ' [style=dashed, color="#999999"]'
+                attrs = ['style=dashed', 'color="#999999"']
             elif s.backward is not None and rep[nid] == f"n{nid}" and s.status(nid) == "done":
-                attrs = f' [color="{P.color("done")}", penwidth=2]'
-            out.append(f"  {src} -> {dst}{attrs};")
+                attrs = [f'color="{P.color("done")}"', 'penwidth=2']
+            edges[(src, dst)] = [1, attrs]
+    for (src, dst), (count, attrs) in edges.items():
+        if count > 1:
+            attrs = attrs + [f'label="×{count}"', 'fontsize=10', 'fontname="Helvetica-Bold"']
+        out.append(f"  {src} -> {dst}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
     for tid in s.outputs:
         out.append(f"  {rep[s.producer[tid]]} -> t{tid};")
     out.append("}")
@@ -568,19 +595,27 @@ def _headline(trace, s: GraphState) -> str:
     return f"latest graph event ({j}): {describe_event(trace, j)}"
 
 
-def header(trace, s: GraphState) -> Header:
-    """The title block: step, what happened, where backward stands (on a coloured band), legend."""
+def header(trace, s: GraphState, steps=None, headline: bool | None = None) -> Header:
+    """The title block: when (:func:`~microtorch.viz.events.step_label`), what happened, where
+    backward stands (on a coloured band), legend.
+
+    ``headline``: the line saying what happened. ``None`` (auto) leaves it out on a player's
+    step axis (``steps`` given) when event ``t`` is itself a graph event: the player's "Now"
+    line above the panels already says it in the same words.
+    """
     band_kind = "grad" if s.backward is None else ("done" if s.backward_finished else "ready")
     kinds = ["parameter", "constant", "op", "output"]
-    if s.backward is not None:
-        kinds += ["ready", "done", "grad"]
-    return Header(title="Computation graph", subtitle=f"step {s.t} of {s.n_events - 1}",
-                  lines=[_headline(trace, s)], band=(_summary(s), band_kind),
+    if s.backward is not None:  # topo order has no ready set: its schedule decides
+        kinds += (["done", "grad"] if s.backward["order"] == "topo" else ["ready", "done", "grad"])
+    if headline is None:
+        headline = not (steps and s.current is not None and _is_graph_event(s.current))
+    return Header(title="Computation graph", subtitle=step_label(trace, s.t, steps),
+                  lines=[_headline(trace, s)] if headline else [], band=(_summary(s), band_kind),
                   legend=[(k, *LEGEND[k]) for k in kinds])
 
 
-def render(trace, t: int | None = None, *, show_saved: bool = False, show_values: bool = False,
-           max_nodes: int | None = MAX_NODES, rankdir: str = "TB") -> HeaderedPicture:
+def render(trace, t: int | None = None, steps=None, *, show_saved: bool = False, show_values: bool = False,
+           max_nodes: int | None = MAX_NODES, rankdir: str = "TB", headline: bool | None = None) -> HeaderedPicture:
     """The computation graph after events ``0..t`` of ``trace`` (``None``: the whole trace).
 
     ``show_saved``: list what each node saved for backward (and when it released it).
@@ -588,6 +623,8 @@ def render(trace, t: int | None = None, *, show_saved: bool = False, show_values
     the trace holds shapes and gradient norms, not the numbers themselves.
     ``max_nodes``: collapse chains beyond this many nodes (``None``: never).
     ``rankdir``: ``"TB"`` (inputs at the top, the loss at the bottom) or ``"LR"``.
+    ``steps``: a player's step axis (the header then says "step 2 of 21 · event 15", the
+    player's own words, instead of "event 15 of 267"); ``headline``: see :func:`header`.
 
     The result shows as SVG in Jupyter (with a text fallback); ``.source`` is the DOT,
     ``.text``/``str()`` the same facts in words, ``.header`` the title block.
@@ -595,6 +632,6 @@ def render(trace, t: int | None = None, *, show_saved: bool = False, show_values
     s_t = clamp_step(trace, t)
     source = to_dot(trace, s_t, show_saved=show_saved, show_values=show_values,
                     max_nodes=max_nodes, rankdir=rankdir)
-    title, _, text = describe(trace, s_t, max_nodes=max_nodes, show_saved=show_saved,
+    title, _, text = describe(trace, s_t, steps, max_nodes=max_nodes, show_saved=show_saved,
                               show_values=show_values).partition("\n")
-    return HeaderedPicture(source, text, title, header(trace, graph_state(trace, s_t)))
+    return HeaderedPicture(source, text, title, header(trace, graph_state(trace, s_t), steps, headline))

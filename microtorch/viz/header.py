@@ -30,7 +30,7 @@ class Header:
     lines: list[str] = field(default_factory=list)
     band: tuple[str, str] | None = None
     legend: list[tuple[str, str, str]] = field(default_factory=list)
-    wrap: int = 90
+    wrap: int = 90  # characters per line at least; wider pictures wrap at their own width
 
     def text(self) -> str:
         """The header as plain text (the same words, no drawing)."""
@@ -83,8 +83,10 @@ def compose(body: str, header: Header) -> str:
     sub = f'<tspan font-size="11" dx="12">{_esc(header.subtitle)}</tspan>' if header.subtitle else ""
     parts.append(f'<text x="{pad}" y="{y}" font-family="{FONT}" fill="black">{title}{sub}</text>')
     widths.append(2 * pad + _width(header.title, 16) + 12 + _width(header.subtitle, 11))
+    # wrap the lines at the picture's width (never narrower than ``header.wrap`` characters)
+    wrap = max(header.wrap, int((bw - 2 * pad) / (11 * CHAR_W)))
     for line in header.lines:
-        for piece in textwrap.wrap(line, header.wrap) or [""]:
+        for piece in textwrap.wrap(line, wrap) or [""]:
             y += 15
             parts.append(f'<text x="{pad}" y="{y}" font-family="{FONT}" font-size="11" '
                          f'fill="black">{_esc(piece)}</text>')

@@ -1,0 +1,317 @@
+"""What the matplotlib pictures share: a figure that shows itself, its facts and its words.
+
+Pictures use :class:`matplotlib.figure.Figure` directly, never ``pyplot``: a figure made
+this way is not registered with pyplot's figure manager, so drawing any number of them
+opens no window and leaks nothing (``len(plt.get_fignums())`` does not change), and it
+is freed like any Python object.
+
+:class:`PanelFigure` is such a figure plus ``facts`` (the plain data it draws — what tests
+assert on) and ``description`` (the same facts in words). It shows itself in Jupyter as SVG with
+the text as the plain-text alternative, whether or not pyplot's inline backend is loaded.
+
+A :class:`Painter` draws one panel of one trace: it builds its figure once and
+:meth:`Painter.draw` updates it for a time ``t``. A panel's ``render(trace, t)`` is
+``Painter(trace).draw(t)`` — a fresh figure, a pure function of the trace — and the
+player keeps one painter per panel so scrubbing redraws in place.
+
+Sizes come from the data: a width (inches, adjustable) and a height that grows with the
+rows to show, within :data:`MIN_HEIGHT` and :data:`MAX_HEIGHT`. In the player the SVG
+scales down to the width it is shown in.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+
+MIN_HEIGHT, MAX_HEIGHT = 2.2, 9.0  # inches
+DEFAULT_WIDTH = 9.0  # inches; a panel's ``width=`` option changes it
+
+#: matplotlib settings every picture is drawn with: text stays text in the SVG (it scales,
+#: it can be searched, and it is much faster to write than outlines)
+RC = {
+    "svg.fonttype": "none",
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Helvetica", "Arial", "Liberation Sans", "sans-serif"],
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "hatch.linewidth": 0.6,
+    "svg.hashsalt": "microtorch",
+}
+
+
+def label_margin(labels, fontsize: float, width: float, lo: float = 0.08, hi: float = 0.4) -> float:
+    """The fraction of a ``width``-inch figure that row labels of ``fontsize`` need on the left."""
+    longest = max((max(len(line) for line in str(s).split("\n")) for s in labels), default=0)
+    return max(lo, min(hi, (longest * fontsize * 0.6 + 14) / 72 / width))
+
+
+def clamp_height(h: float) -> float:
+    return max(MIN_HEIGHT, min(MAX_HEIGHT, h))
+
+
+def _figure_class():
+    from matplotlib.figure import Figure
+
+    class PanelFigure(Figure):
+        """A matplotlib figure with the facts it draws (``facts``) and their words (``description``)."""
+
+        facts = None
+        description = ""
+
+        def svg(self) -> str:
+            """The figure as an ``<svg>`` element (no XML prolog)."""
+            return to_svg(self)
+
+        def _repr_mimebundle_(self, include=None, exclude=None):
+            return {"image/svg+xml": self.svg(), "text/plain": self.description or repr(self)}
+
+    return PanelFigure
+
+
+_PanelFigure = None
+
+
+def new_figure(width: float, height: float):
+    """A :class:`PanelFigure` (not registered with pyplot) of ``width`` × ``height`` inches."""
+    global _PanelFigure
+    if _PanelFigure is None:
+        _PanelFigure = _figure_class()
+    import matplotlib as mpl
+
+    with mpl.rc_context(RC):
+        fig = _PanelFigure(figsize=(width, clamp_height(height)), dpi=100)
+    fig.patch.set_facecolor("white")
+    return fig
+
+
+def to_svg(fig) -> str:
+    """``fig`` drawn as an ``<svg>`` element (text as text; no prolog)."""
+    import matplotlib as mpl
+
+    buf = io.StringIO()
+    with mpl.rc_context(RC), _text_metrics_kept():
+        fig.savefig(buf, format="svg", facecolor="white")
+    out = buf.getvalue()
+    return out[out.find("<svg"):]
+
+
+_metrics: dict = {}
+_DIGIT = re.compile(r"[0-9]")
+
+
+@contextlib.contextmanager
+def _text_metrics_kept():
+    """Keep text sizes from one SVG drawing to the next (matplotlib keeps them per renderer,
+    and every ``savefig`` makes a new one; measuring text is most of the cost of redrawing
+    a figure whose words barely change). Only while our own figures are drawn; SVG text
+    sizes depend only on the text, the font and the dpi."""
+    import matplotlib.text as mtext
+
+    original = getattr(mtext, "_get_text_metrics_with_cache", None)
+    if original is None:  # pragma: no cover - another matplotlib: draw without the cache
+        yield
+        return
+
+    def kept(renderer, text, fontprop, ismath, dpi):
+        # digits are all one width in the fonts we use (tabular figures), so "step 12 of 40"
+        # measures like "step 00 of 00": a caption that only counts up is measured once
+        key = (_DIGIT.sub("0", text) if not ismath else text, hash(fontprop), ismath, dpi)
+        got = _metrics.get(key)
+        if got is None:
+            if len(_metrics) > 20_000:
+                _metrics.clear()
+            got = _metrics[key] = original(renderer, text, fontprop, ismath, dpi)
+        return got
+
+    mtext._get_text_metrics_with_cache = kept
+    try:
+        yield
+    finally:
+        mtext._get_text_metrics_with_cache = original
+
+
+def rc():
+    """``with rc():`` — draw with :data:`RC` (fonts, sizes) in effect."""
+    import matplotlib as mpl
+
+    return mpl.rc_context(RC)
+
+
+class Painter:
+    """Draws one panel of one trace; ``draw(t)`` updates its one figure to time ``t``.
+
+    Subclasses set ``fig`` in ``__init__`` (static parts: axes, labels, legend) and
+    implement ``facts(t)`` (plain data, no matplotlib) and ``update(facts)`` (move the
+    artists); ``text(facts)`` gives the words. ``steps``: a player's step axis, so titles
+    can say "step 2 of 21 · event 15".
+
+    **Drawing in two layers** (:meth:`svg`, what the player shows). Most of a picture does
+    not change from one step to the next — axes, ticks, legends, a Gantt chart's bars —
+    and laying out its text is most of the cost of drawing it. A painter lists the artists
+    that do change in ``dynamic_artists()``; :meth:`svg` draws everything else once (again
+    only when ``static_key(facts)`` changes) and, per step, only the changing artists, and
+    stacks the two SVG layers (the changing ones on top). The picture is the same as
+    drawing the figure whole (``to_svg(painter.draw(t))``), except that changing artists
+    are always drawn above unchanging ones.
+    """
+
+    fig = None
+
+    def __init__(self, trace, **options):
+        self.trace = trace
+        self.options = options
+        self._facts_cache: tuple | None = None
+        self._static: tuple | None = None  # (static key, SVG of the unchanging layer)
+        self.dynamic: list = []  # artists made for one step (removed at the next)
+
+    def dynamic_artists(self) -> list:
+        """The artists :meth:`update` changes (the default: the per-step ones in ``dynamic``)."""
+        return list(self.dynamic)
+
+    def static_key(self, facts):
+        """What the unchanging layer depends on (it is redrawn when this changes)."""
+        return None
+
+    def facts(self, t: int | None, steps=None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def update(self, facts) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def text(self, facts) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _facts(self, t, steps):
+        key = (t, tuple(steps) if steps else None)
+        if self._facts_cache is None or self._facts_cache[0] != key:
+            self._facts_cache = (key, self.facts(t, steps))
+        return self._facts_cache[1]
+
+    def draw(self, t: int | None = None, steps=None):
+        """The figure, updated to show time ``t`` (the same figure object every call)."""
+        f = self._facts(t, steps)
+        with rc():
+            self.update(f)
+        self.fig.facts = f
+        self.fig.description = self.text(f)
+        return self.fig
+
+    def describe(self, t: int | None = None, steps=None) -> str:
+        return self.text(self._facts(t, steps))
+
+    def svg(self, t: int | None = None, steps=None) -> str:
+        """The picture at time ``t`` as SVG, drawn in two layers (see the class docstring)."""
+        fig = self.draw(t, steps)
+        changing = self.dynamic_artists()
+        key = self.static_key(fig.facts)
+        if self._static is None or self._static[0] != key:
+            self._static = (key, _layer(fig, hide=changing))
+        return stack(self._static[1], _layer(fig, only=changing))
+
+
+def _leaves(fig) -> list:
+    """Every artist a figure draws, with axes opened up into their parts."""
+    out = [fig.patch, *fig.texts, *fig.legends, *fig.lines, *fig.patches, *fig.images]
+    for ax in fig.axes:
+        out.extend(ax.get_children())
+    return out
+
+
+def _layer(fig, hide=(), only=None) -> str:
+    """``fig`` as SVG with the artists in ``hide`` left out — or, with ``only``, with every
+    artist but those left out."""
+    if only is not None:
+        keep = {id(a) for a in only}
+        hide = [a for a in _leaves(fig) if id(a) not in keep]
+    hidden = [a for a in hide if a.get_visible()]
+    for a in hidden:
+        a.set_visible(False)
+    try:
+        return to_svg(fig)
+    finally:
+        for a in hidden:
+            a.set_visible(True)
+
+
+def stack(below: str, above: str) -> str:
+    """One SVG: the drawing of ``above`` on top of ``below`` (two SVGs of one figure, so the
+    same size). The upper layer's ids get a suffix so the document keeps unique ids."""
+    start = above.index(">", above.index("<svg")) + 1
+    body = above[start: above.rindex("</svg>")]
+    body = re.sub(r"<metadata>.*?</metadata>", "", body, flags=re.S)
+    body = re.sub(r'\bid="([^"]+)"', r'id="\1-up"', body)
+    body = re.sub(r"url\(#([^)]+)\)", r"url(#\1-up)", body)
+    body = re.sub(r'href="#([^"]+)"', r'href="#\1-up"', body)
+    return below[: below.rindex("</svg>")] + body + "</svg>\n"
+
+
+def titles(ax) -> list:
+    """An axes' three title texts (centre, left, right: ``set_title(loc=...)`` fills one)."""
+    return [t for t in (getattr(ax, n, None) for n in ("title", "_left_title", "_right_title")) if t is not None]
+
+
+def remove_all(artists: list) -> None:
+    """Take the artists of the previous step off their axes."""
+    for a in artists:
+        a.remove()
+    artists.clear()
+
+
+def byte_ticks(top: float, n: int = 6) -> tuple[list[float], list[str]]:
+    """Tick positions (bytes) from 0 to ``top`` at round numbers of the unit that suits
+    ``top`` — ``0, 2,000 B, 4,000 B`` or ``0, 128 KiB, 256 KiB`` — and their labels."""
+    if top <= 0:
+        return [0], ["0 B"]
+    unit, name = (1, "B") if top < 100_000 else (1024, "KiB") if top < 2 * 1024 ** 2 else (1024 ** 2, "MiB")
+    span = top / unit
+    raw = span / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= 0.75 * raw)
+    if name != "B" and span >= 8:  # binary units read best at powers of two
+        step = 2 ** math.ceil(math.log2(raw))
+    ticks = [i * step for i in range(int(span // step) + 1)]
+    fmt = (lambda v: f"{v:,.0f}") if float(step).is_integer() else (lambda v: f"{v:,.1f}")
+    return [v * unit for v in ticks], [("0" if v == 0 else f"{fmt(v)} {name}") for v in ticks]
+
+
+def points_per_unit(ax) -> float:
+    """How many points one data unit of ``ax``'s x axis is wide (from the axes' size in the
+    figure: no drawing needed)."""
+    lo, hi = ax.get_xlim()
+    return ax.get_position().width * ax.figure.get_figwidth() * 72 / (hi - lo)
+
+
+def text_fits(ax, x0: float, x1: float, text: str, fontsize: float = 8.0, scale: float | None = None) -> bool:
+    """Whether ``text`` fits between data x-coordinates ``x0`` and ``x1`` of ``ax``
+    (``scale``: :func:`points_per_unit`, if already known)."""
+    span = (x1 - x0) * (scale if scale is not None else points_per_unit(ax))
+    return span >= len(text) * fontsize * 0.6 + 4
+
+
+class TextPool:
+    """Texts that change every step, reused rather than made anew (making a matplotlib
+    ``Text`` costs more than moving one): ``show([(x, y, words), ...])`` puts the first
+    texts at those places and hides the rest. ``texts`` lists them all (visible or not)."""
+
+    def __init__(self, ax, **style):
+        self.ax, self.style, self.texts = ax, style, []
+
+    def show(self, items) -> None:
+        k = 0
+        for k, (x, y, words) in enumerate(items, 1):
+            if k > len(self.texts):
+                self.texts.append(self.ax.text(x, y, words, **self.style))
+            else:
+                t = self.texts[k - 1]
+                t.set_position((x, y))
+                t.set_text(words)
+                t.set_visible(True)
+        for t in self.texts[k:]:
+            t.set_visible(False)
