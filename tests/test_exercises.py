@@ -370,3 +370,768 @@ def test_wrong_numerical_grads_are_explained(wrong, words):
     with pytest.raises(AssertionError, match="for f") as info:
         mt.exercises.check_numerical_grad(wrong)
     assert words in str(info.value)
+
+
+# -- notebook 07: in-place ops and versions ----------------------------------------------------
+def derivative_from_output(op, z):
+    """The notebook's reference solution."""
+    if op == "relu":
+        return (z > 0).astype(z.dtype)
+    if op == "exp":
+        return z
+    if op == "sigmoid":
+        return z * (1 - z)
+    if op == "tanh":
+        return 1 - z * z
+    if op == "sqrt":
+        return 1 / (2 * z)
+    if op == "log":
+        return np.exp(-z)
+    if op == "neg":
+        return -np.ones_like(z)
+    return None  # square, abs: the output has lost the sign of x
+
+
+def can_run_in_place(c):
+    """The notebook's reference solution."""
+    if not c.fits or not c.made_by_op:
+        return False
+    if c.op in ("Mul", "Div") and c.other_needs_grad:
+        return False
+    return not (c.saved_by or c.later_reads or c.alive_at_end)
+
+
+@pytest.mark.parametrize("check, solution", [
+    ("check_derivative_from_output", derivative_from_output),
+    ("check_derivative_from_output", lambda op, z: -1.0 if op == "neg" else derivative_from_output(op, z)),
+    ("check_inplace_safe", can_run_in_place),
+])
+def test_reference_solutions_pass_07(check, solution, capsys):
+    getattr(mt.exercises, check)(solution)
+    assert "✓" in capsys.readouterr().out
+
+
+def _as_if_input(op, z):
+    if op == "sigmoid":
+        s = 1 / (1 + np.exp(-z))
+        return s * (1 - s)
+    return derivative_from_output(op, z)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda op, z: None, "you returned None"),
+    (lambda op, z: 2 * np.sqrt(z) if op == "square" else derivative_from_output(op, z),
+     "no function of z can be right"),
+    (lambda op, z: np.sign(z) if op == "abs" else derivative_from_output(op, z), "lost the sign of x"),
+    (_as_if_input, "you used z as if it were the input"),
+    (lambda op, z: (z >= 0).astype(float) if op == "relu" else derivative_from_output(op, z),
+     "z = 0 happens for every x ≤ 0"),
+    (lambda op, z: 1 - z if op == "tanh" else derivative_from_output(op, z), "1 − z²"),
+    (lambda op, z: [1.0, 2.0] if op == "exp" else derivative_from_output(op, z), "return an array of z's shape"),
+    (lambda op, z: 1 / 0, "ZeroDivisionError"),
+])
+def test_wrong_derivatives_from_output_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="at z = ") as info:
+        mt.exercises.check_derivative_from_output(wrong)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda c: True, "you said yes"),
+    (lambda c: False, "you said no"),
+    (lambda c: c.fits and c.made_by_op and not c.later_reads and not c.alive_at_end,
+     "for its backward"),
+    (lambda c: c.fits and c.made_by_op and not c.saved_by and not c.alive_at_end
+     and not (c.op in ("Mul", "Div") and c.other_needs_grad), "reads B later"),
+    (lambda c: c.fits and c.made_by_op and not c.saved_by and not c.later_reads, "still holds k"),
+    (lambda c: not c.saved_by and not c.later_reads and not c.alive_at_end, "does not fit"),
+    (lambda c: None, "did you forget `return`"),
+    (lambda c: "yes", "return True or False"),
+])
+def test_wrong_inplace_verdicts_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="in the program") as info:
+        mt.exercises.check_inplace_safe(wrong)
+    assert words in str(info.value) and "The facts:" in str(info.value) or "return" in words
+
+
+def test_inplace_candidates_read_the_trace():
+    from microtorch.exercises.inplace import candidates
+
+    x = mt.randn(3, 4)
+    w = mt.randn(4, 4, requires_grad=True)
+    x.name, w.name = "x", "w"
+
+    def body():
+        h = x @ w
+        h.name = "h"
+        s = h.sigmoid()
+        s.name = "s"
+        t = s * 2.0
+        t.name = "t"
+        return t.sum()
+
+    with mt.trace() as tr:
+        body().backward()
+    cs = {(c.line, c.overwrites): c for c in candidates(tr)}
+    s = cs["s = sigmoid(h)", "h"]
+    assert s.made_by_op and not s.saved_by and not s.later_reads and not s.alive_at_end
+    assert not cs["t = mul(s, a number)", "a number"].fits
+    t = cs["t = mul(s, a number)", "s"]
+    # Mul saves s only for the gradient of the number, which needs none: so it does not save it
+    assert t.saved_by == ("Sigmoid",) and not t.saved_by_itself and not t.other_needs_grad, str(t)
+    assert "saved by other ops           : Sigmoid" in str(t)
+
+
+# -- notebook 08: training ---------------------------------------------------------------------
+def sgd_momentum_step(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    """The notebook's reference solution."""
+    d = g + weight_decay * p
+    if momentum:
+        if step == 1:
+            buf[...] = d
+        else:
+            buf *= momentum
+            buf += (1 - dampening) * d
+        d = buf
+    p -= lr * d
+
+
+def clip_grad_norm(grads, max_norm):
+    """The notebook's reference solution."""
+    total = float(np.sqrt(sum(float((g * g).sum()) for g in grads)))
+    coef = max_norm / (total + 1e-6)
+    if coef < 1:
+        for g in grads:
+            g *= coef
+    return total
+
+
+def _global_clip_without_eps(grads, max_norm):
+    total = np.sqrt(sum((g * g).sum() for g in grads))
+    if total > max_norm:
+        for g in grads:
+            g *= max_norm / total
+    return total
+
+
+@pytest.mark.parametrize("check, solution", [
+    ("check_momentum_update", sgd_momentum_step),
+    ("check_clip_grad_norm", clip_grad_norm),
+    ("check_clip_grad_norm", _global_clip_without_eps),
+])
+def test_reference_solutions_pass_08(check, solution, capsys):
+    getattr(mt.exercises, check)(solution)
+    assert "✓" in capsys.readouterr().out
+
+
+def _rebinds_p(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    d = g + weight_decay * p
+    p = p - lr * d  # noqa: F841 — the bug: a new array
+
+
+def _rebinds_buf(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    d = g + weight_decay * p
+    if momentum:
+        buf = d if step == 1 else momentum * buf + (1 - dampening) * d
+        d = buf
+    p -= lr * d
+
+
+def _dampens_first_step(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    d = g + weight_decay * p
+    if momentum:
+        buf *= momentum
+        buf += (1 - dampening) * d
+        d = buf
+    p -= lr * d
+
+
+def _no_weight_decay(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    sgd_momentum_step(p, g, buf, step, lr, momentum, dampening, 0.0)
+
+
+def _decoupled(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    p *= 1 - lr * weight_decay
+    sgd_momentum_step(p, g, buf, step, lr, momentum, dampening, 0.0)
+
+
+def _uphill(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    sgd_momentum_step(p, -g - 2 * weight_decay * p, buf, step, lr, momentum, dampening, weight_decay)
+
+
+def _step_with_g_not_buf(p, g, buf, step, lr, momentum, dampening, weight_decay):
+    d = g + weight_decay * p
+    if momentum:
+        sgd_momentum_step(np.zeros_like(p), g, buf, step, lr, momentum, dampening, weight_decay)
+    p -= lr * d
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_rebinds_p, "p holds the same numbers"),
+    (_rebinds_buf, "buf holds the same numbers"),
+    (_dampens_first_step, "the first step PyTorch does not dampen"),
+    (_no_weight_decay, "You left out weight decay"),
+    (_decoupled, "decoupled weight decay"),
+    (_step_with_g_not_buf, "p -= lr * buf"),
+    (lambda *a: 1 / 0, "ZeroDivisionError"),
+])
+def test_wrong_momentum_updates_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="at step") as info:
+        mt.exercises.check_momentum_update(wrong)
+    assert words in str(info.value)
+
+
+def _per_tensor(grads, max_norm):
+    total = clip_grad_norm([g.copy() for g in grads], np.inf)
+    for g in grads:
+        n = np.sqrt((g * g).sum())
+        if n > max_norm:
+            g *= max_norm / n
+    return total
+
+
+def _returns_after(grads, max_norm):
+    clip_grad_norm(grads, max_norm)
+    return np.sqrt(sum((g * g).sum() for g in grads))
+
+
+def _not_in_place(grads, max_norm):
+    total = np.sqrt(sum((g * g).sum() for g in grads))
+    for g in grads:
+        g = g * min(1.0, max_norm / total)  # noqa: F841, PLW2901
+    return total
+
+
+def _replaces_entries(grads, max_norm):
+    total = np.sqrt(sum((g * g).sum() for g in grads))
+    for i in range(len(grads)):
+        grads[i] = grads[i] * min(1.0, max_norm / total)
+    return total
+
+
+def _always_scales(grads, max_norm):
+    total = np.sqrt(sum((g * g).sum() for g in grads))
+    for g in grads:
+        g *= max_norm / (total + 1e-6)
+    return total
+
+
+def _sum_of_norms(grads, max_norm):
+    total = sum(np.sqrt((g * g).sum()) for g in grads)
+    clip_grad_norm(grads, max_norm)
+    return total
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda grads, max_norm: None, "returned None"),
+    (_returns_after, "norm AFTER clipping"),
+    (_per_tensor, "each gradient by its own norm"),
+    (_not_in_place, "in place: `g *= coef`"),
+    (_replaces_entries, "replaced the entries of the list"),
+    (_always_scales, "clipping only ever shrinks"),
+    (_sum_of_norms, "added up the norms"),
+    (lambda grads, max_norm: 1 / 0, "ZeroDivisionError"),
+])
+def test_wrong_gradient_clipping_is_explained(wrong, words):
+    with pytest.raises(AssertionError, match="max_norm=") as info:
+        mt.exercises.check_clip_grad_norm(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 06: views and aliasing -----------------------------------------------------------
+def view_extent(offset, shape, strides):
+    """The notebook's reference solution: start at the offset, walk each dimension up or down."""
+    lo = hi = offset
+    for n, s in zip(shape, strides):
+        if s > 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return lo, hi
+
+
+def view_positions(offset, shape, strides):
+    return {offset + sum(i * s for i, s in zip(index, strides)) for index in np.ndindex(*shape)}
+
+
+def shares_element(a, b):
+    """Brute force over both index spaces (the notebook's reference solution)."""
+    (alo, ahi), (blo, bhi) = view_extent(*a), view_extent(*b)
+    if ahi < blo or bhi < alo:
+        return False
+    return not view_positions(*a).isdisjoint(view_positions(*b))
+
+
+def window_layout(length, stride, size, step):
+    return ((length - size) // step + 1, size), (step * stride, stride)
+
+
+@pytest.mark.parametrize("check, solution", [
+    ("check_extent", view_extent),
+    ("check_alias_by_strides", shares_element),
+    ("check_windows", window_layout),
+])
+def test_reference_solutions_pass_06(check, solution, capsys):
+    getattr(mt.exercises, check)(solution)
+    assert "✓" in capsys.readouterr().out
+
+
+def test_view_checkers_use_the_engines_own_answers():
+    # the engine's extent and alias verdicts are what the checkers compare with
+    from microtorch.exercises import views
+    from microtorch.memory.alias import layout
+
+    mt.exercises.check_extent(lambda off, shape, strides: layout(
+        mt.zeros(64).as_strided(shape, strides, off)).extent())
+    for name_a, va, name_b, vb in views._alias_cases():
+        assert (mt.memory.alias(va, vb).answer == "must") == np.shares_memory(va.numpy(), vb.numpy(),
+                                                                              max_work=None)
+        engine = mt.memory.alias(va, vb).answer == "must"
+        assert shares_element(views._triple(va), views._triple(vb)) == engine
+
+    def engine_windows(length, stride, size, step):
+        w = mt.zeros(100).as_strided((length,), (stride,), 50).unfold(0, size, step)
+        return w.shape, w.stride()
+
+    mt.exercises.check_windows(engine_windows)
+
+
+def _extent_by_abs(offset, shape, strides):
+    return offset, offset + sum((n - 1) * abs(s) for n, s in zip(shape, strides))
+
+
+def _extent_ignoring_negative(offset, shape, strides):
+    return offset, offset + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda off, shape, strides: None, "did you forget `return`"),
+    (lambda off, shape, strides: 1 / 0, "ZeroDivisionError"),
+    (lambda off, shape, strides: off, "return two ints"),
+    (_extent_ignoring_negative, "ignored negative strides"),
+    (_extent_by_abs, "took |stride|"),
+    (lambda off, shape, strides: (off, off + sum(n * s for n, s in zip(shape, strides))), "Off by one"),
+    (lambda off, shape, strides: tuple(e * 4 + 4 * k for k, e in enumerate(view_extent(off, shape, strides))),
+     "Those are bytes"),
+    (lambda off, shape, strides: (view_extent(off, shape, strides)[0], view_extent(off, shape, strides)[1] + 1),
+     "Both ends are inclusive"),
+    (lambda off, shape, strides: view_extent(off, shape, strides)[::-1], "swapped"),
+    (lambda off, shape, strides: tuple(e - off for e in view_extent(off, shape, strides)),
+     "left out the offset"),
+])
+def test_wrong_extents_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for the view") as info:
+        mt.exercises.check_extent(wrong)
+    assert words in str(info.value)
+
+
+def test_the_negative_stride_hint_names_the_lowest_element():
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_extent(_extent_ignoring_negative)
+    msg = str(info.value)
+    assert "x[::-1]" in msg and "offset + (n − 1)·stride" in msg and "lowest 0, highest 23" in msg
+
+
+def _by_extents(a, b):
+    (alo, ahi), (blo, bhi) = view_extent(*a), view_extent(*b)
+    return alo <= bhi and blo <= ahi
+
+
+def _gcd_test(a, b):
+    import math
+
+    if not _by_extents(a, b):
+        return False
+    g = math.gcd(*(s for n, s in zip(a[1] + b[1], a[2] + b[2]) if n > 1))
+    return (b[0] - a[0]) % g == 0 if g else a[0] == b[0]
+
+
+def _positive_strides_only(a, b):
+    return shares_element(a, b) if min(a[2] + b[2], default=0) >= 0 else False
+
+
+def _without_stride_0(a, b):
+    return shares_element(a, b) if 0 not in a[2] + b[2] else False
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda a, b: None, "did you forget `return`"),
+    (lambda a, b: 1, "return True or False"),
+    (lambda a, b: a[5], "IndexError"),
+    (_by_extents, "only mean they MAY share"),
+    (_gcd_test, "A gcd test cannot rule this pair out"),
+    (lambda a, b: False, "both read storage position 12"),
+    (lambda a, b: shares_element(a, b) or not _by_extents(a, b), "They are not even close"),
+    (_positive_strides_only, "negative stride"),
+    (_without_stride_0, "A stride of 0"),
+])
+def test_wrong_alias_answers_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for a = ") as info:
+        mt.exercises.check_alias_by_strides(wrong)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda n, st, size, step: None, "did you forget `return`"),
+    (lambda n, st, size, step: (n, size), "return (shape, strides)"),
+    (lambda n, st, size, step: (((n - size) // step, size), (step * st, st)), "One window short"),
+    (lambda n, st, size, step: ((-(-n // step), size), (step * st, st)), "Too many windows"),
+    (lambda n, st, size, step: (((n - size) // step + 1, size), (step, 1)), "assumed the signal is contiguous"),
+    (lambda n, st, size, step: (((n - size) // step + 1, size), (st, step * st)), "strides are swapped"),
+    (lambda n, st, size, step: ((size, (n - size) // step + 1), (st, step * st)), "Window index first"),
+    (lambda n, st, size, step: (((n - size) // step + 1, size), (step * st, 1)), "one signal element at a time"),
+    (lambda n, st, size, step: (((n - size) // step + 1, size, 1), (step * st, st, 1)), "Two dimensions"),
+])
+def test_wrong_windows_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for windows of size") as info:
+        mt.exercises.check_windows(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 03: reference counts and lifetimes -------------------------------------------------
+def refcounts_after(program):
+    """The notebook's reference solution: a model of who holds each storage."""
+    storage_of, count, graph = {}, {}, {}
+    for op, name, *args in program:
+        if op == "tensor":
+            storage_of[name] = len(count)
+            count[storage_of[name]] = 1
+        elif op in ("view", "numpy"):
+            storage_of[name] = storage_of[args[0]]
+            count[storage_of[name]] += 1
+            if op == "view":
+                graph[name] = {"saved": [], "inputs": args}
+        elif op in ("mul", "add", "tanh", "sum"):
+            storage_of[name] = len(count)
+            count[storage_of[name]] = 1
+            saved = {"mul": args, "add": [], "tanh": [name], "sum": []}[op]
+            graph[name] = {"saved": [storage_of[x] for x in saved], "inputs": args}
+            for sid in graph[name]["saved"]:
+                count[sid] += 1
+        elif op == "del":
+            count[storage_of.pop(name)] -= 1
+        elif op == "backward":
+            stack = [name]
+            while stack:
+                node = graph.get(stack.pop())
+                if node is None:
+                    continue
+                for sid in node["saved"]:
+                    count[sid] -= 1
+                node["saved"] = []
+                stack += node["inputs"]
+    return {name: count[sid] for name, sid in storage_of.items()}
+
+
+def leaked_storages(trace):
+    alive = set()
+    for e in trace.filter("alloc", "free"):
+        if e["kind"] == "alloc":
+            alive.add(e["storage"])
+        else:
+            alive.discard(e["storage"])
+    return alive
+
+
+def _leaks_from_lifetimes(trace):
+    return {l.storage for l in trace.lifetimes() if l.death is None and not l.preexisting}
+
+
+@pytest.mark.parametrize("check, solution", [
+    ("check_refcounts", refcounts_after),
+    ("check_leaked_storages", leaked_storages),
+    ("check_leaked_storages", _leaks_from_lifetimes),
+])
+def test_reference_solutions_pass_03(check, solution, capsys):
+    getattr(mt.exercises, check)(solution)
+    assert "✓" in capsys.readouterr().out
+
+
+def test_refcount_programs_are_what_the_engine_does():
+    # every program's final counts, straight from the engine, match the reference model
+    from microtorch.exercises.refcounts import REFCOUNT_PROGRAMS, _run_program, program_source
+    for _, program in REFCOUNT_PROGRAMS:
+        assert _run_program(program)[0] == refcounts_after(program), program_source(program)
+
+
+def test_leak_cases_leak_what_they_say():
+    from microtorch.exercises.refcounts import _leak_cases, leaks_of
+    cases, _keep = _leak_cases()
+    leaks = {what.split(" (")[0]: leaks_of(tr) for what, tr in cases}
+    clean, kept = leaks["a training loop that keeps loss.item()"], leaks["a training loop that keeps the loss tensors, losses.append(loss)"]
+    assert clean == set() and len(kept) == 3
+    graph = leaks["an evaluation loop WITHOUT no_grad that keeps the loss tensors"]
+    assert len(graph) > len(leaks["an evaluation loop under no_grad that keeps the loss tensors"]) == 2
+
+
+def _replace(program, old, new):
+    return [tuple(new(i)) if i[0] == old else i for i in program]
+
+
+def _mul_saves_nothing(program):
+    return refcounts_after(_replace(program, "mul", lambda i: ("add",) + tuple(i[1:])))
+
+
+def _tanh_saves_its_input(program):
+    return refcounts_after(_replace(program, "tanh", lambda i: ("mul", i[1], i[2], i[2])))
+
+
+def _keeps_deleted_names(program):
+    out = refcounts_after(program)
+    out.update({args[0]: 0 for op, *args in program if op == "del"})
+    return out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda program: None, "did you forget `return`"),
+    (lambda program: [1, 2], "return a dict"),
+    (_mul_saves_nothing, "Mul saves both inputs"),
+    (lambda program: refcounts_after([i for i in program if i[0] != "backward"]), "releases what it saved"),
+    (_keeps_deleted_names, "leave deleted names out"),
+    (_tanh_saves_its_input, "Tanh saves its OUTPUT"),
+    (lambda program: refcounts_after(_replace(program, "numpy", lambda i: ("tensor", i[1]))), ".numpy() holds the storage"),
+    (lambda program: {k: v for k, v in list(refcounts_after(program).items())[1:]}, "has no entry for"),
+])
+def test_wrong_refcounts_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for the program") as info:
+        mt.exercises.check_refcounts(wrong)
+    assert words in str(info.value)
+
+
+def test_wrong_refcount_explanations_name_the_holders():
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_refcounts(_mul_saves_nothing)
+    assert "held by: the tensor a; the graph node MulBackward (a saved slot)" in str(info.value)
+
+
+def _remove_not_discard(trace):
+    alive = set()
+    for e in trace.filter("alloc", "free"):
+        if e["kind"] == "alloc":
+            alive.add(e["storage"])
+        else:
+            alive.remove(e["storage"])
+    return alive
+
+
+def _still_referenced(trace):
+    return {sid for sid, s in trace.state_at(-1).storages.items() if s.refcount > 0}
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda tr: None, "did you forget `return`"),
+    (lambda tr: "abc", "return a set of storage ids"),
+    (lambda tr: set(), "you missed it"),
+    (lambda tr: {e["storage"] for e in tr.filter("alloc")}, "pair every 'alloc' with the 'free'"),
+    (_still_referenced, "before recording started"),
+    (_remove_not_discard, "ignore them"),
+])
+def test_wrong_leak_answers_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for the trace of") as info:
+        mt.exercises.check_leaked_storages(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 04: the arena allocator ------------------------------------------------------------
+def my_align_up(n, a):
+    return (n + a - 1) & ~(a - 1)
+
+
+def bump_offsets(sizes, alignment):
+    offsets, padding, top = [], 0, 0
+    for n in sizes:
+        start = my_align_up(top, alignment)
+        padding += start - top
+        offsets.append(start)
+        top = start + n
+    return offsets, padding
+
+
+def chunk_plan(sizes, capacity, alignment, growth):
+    chunks = [my_align_up(capacity, alignment)]
+    placements, top = [], 0
+    for n in sizes:
+        start = my_align_up(top, alignment)
+        if start + n > chunks[-1]:
+            chunks.append(max(my_align_up(n, alignment), my_align_up(int(sum(chunks) * (growth - 1)), alignment)))
+            start = 0
+        placements.append((len(chunks) - 1, start))
+        top = start + n
+    return placements, chunks
+
+
+@pytest.mark.parametrize("check, solution", [
+    ("check_align_up", my_align_up),
+    ("check_align_up", mt.memory.align_up),
+    ("check_align_up", lambda n, a: -(-n // a) * a),
+    ("check_bump_offsets", bump_offsets),
+    ("check_chunk_plan", chunk_plan),
+])
+def test_reference_solutions_pass_04(check, solution, capsys):
+    getattr(mt.exercises, check)(solution)
+    assert "✓" in capsys.readouterr().out
+
+
+def test_arena_checkers_leave_no_arenas_behind():
+    # an arena's blocks point back at it; the checkers reset theirs, so they do not linger
+    # (and appear in the next trace's baseline) until the cycle collector runs
+    from microtorch.memory.block import allocators
+    before = {a.name for a in list(allocators.values())}
+    mt.exercises.check_align_up(my_align_up)
+    mt.exercises.check_bump_offsets(bump_offsets)
+    mt.exercises.check_chunk_plan(chunk_plan)
+    assert {a.name for a in list(allocators.values())} == before
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda n, a: (n // a + 1) * a, "already a multiple"),
+    (lambda n, a: n // a * a, "rounded down"),
+    (lambda n, a: -(-n / a) * a, "return an int"),
+    (lambda n, a: my_align_up(n, a) + a if n > 100 else my_align_up(n, a), "not the smallest one"),
+    (lambda n, a: None, "did you forget `return`"),
+])
+def test_wrong_align_ups_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="alignment =") as info:
+        mt.exercises.check_align_up(wrong)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda s, a: ([sum(s[:i]) for i in range(len(s))], 0), "forgot the alignment"),
+    (lambda s, a: (bump_offsets(s, a)[0], sum(my_align_up(x, a) - x for x in s)), "LAST block"),
+    (lambda s, a: (bump_offsets(s, a)[0], 0), "padding = sum over blocks"),
+    (lambda s, a: (bump_offsets(s, a)[0][:-1], bump_offsets(s, a)[1]), "one per block"),
+    (lambda s, a: bump_offsets(s, a)[0], "return a pair (offsets, padding)"),
+])
+def test_wrong_bump_offsets_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for sizes") as info:
+        mt.exercises.check_bump_offsets(wrong)
+    assert words in str(info.value)
+
+
+def _chunk_times_growth(sizes, capacity, alignment, growth):
+    chunks = [my_align_up(capacity, alignment)]
+    placements, top = [], 0
+    for n in sizes:
+        start = my_align_up(top, alignment)
+        if start + n > chunks[-1]:
+            chunks.append(max(my_align_up(n, alignment), my_align_up(int(chunks[-1] * growth), alignment)))
+            start = 0
+        placements.append((len(chunks) - 1, start))
+        top = start + n
+    return placements, chunks
+
+
+def _never_grows(sizes, capacity, alignment, growth):
+    return [(0, o) for o in bump_offsets(sizes, alignment)[0]], [my_align_up(capacity, alignment)]
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_chunk_times_growth, "TOTAL capacity"),
+    (_never_grows, "Chain a new chunk"),
+    (lambda *a: (chunk_plan(*a)[0], [a[1]] + chunk_plan(*a)[1][1:]), "rounded up to the alignment"),
+    (lambda *a: None, "did you forget `return`"),
+])
+def test_wrong_chunk_plans_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for sizes") as info:
+        mt.exercises.check_chunk_plan(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 05: the memory pool ----------------------------------------------------------------
+def size_classes_for(bound):
+    classes = [64]
+    while classes[-1] < 1 << 20:
+        n = classes[-1] + 1
+        c = int(n / (1 - bound)) // 8 * 8
+        classes.append(min(max(c, classes[-1] + 8), 1 << 20))
+    return classes
+
+
+def _engine_spacing(bound):
+    m = 1
+    while 1 / (m + 1) > bound:
+        m *= 2
+    return mt.memory.size_classes(per_doubling=m)
+
+
+def size_class_of(n, per_doubling):
+    if n > 1 << 20:
+        return None
+    n = max(n, 64)
+    if n == 64:
+        return 0
+    k = (n - 1).bit_length() - 1
+    step = (1 << k) // per_doubling
+    return (k - 6) * per_doubling + -(-(n - (1 << k)) // step)
+
+
+def _bisect_class(n, per_doubling):
+    import bisect
+    classes = mt.memory.size_classes(per_doubling=per_doubling)
+    return None if n > classes[-1] else bisect.bisect_left(classes, max(n, 64))
+
+
+@pytest.mark.parametrize("check, solution", [
+    ("check_size_classes", size_classes_for),
+    ("check_size_classes", _engine_spacing),
+    ("check_size_class_of", size_class_of),
+    ("check_size_class_of", _bisect_class),
+])
+def test_reference_solutions_pass_05(check, solution, capsys):
+    getattr(mt.exercises, check)(solution)
+    assert "✓" in capsys.readouterr().out
+
+
+def test_size_class_bound_is_computed_over_every_request():
+    from microtorch.exercises.pool import greedy_classes, worst_waste
+    for m in (1, 2, 4, 8):
+        waste, n, c = worst_waste(mt.memory.size_classes(per_doubling=m))
+        assert waste < 1 / (m + 1)
+        # brute force over every request agrees
+        classes = np.array(mt.memory.size_classes(per_doubling=m))
+        req = np.arange(64, (1 << 20) + 1)
+        got = classes[np.searchsorted(classes, req)]
+        assert np.isclose(((got - req) / got).max(), waste)
+    for bound in (0.125, 0.25, 0.5):
+        assert worst_waste(greedy_classes(bound))[0] <= bound
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda b: [64 * 2 ** k for k in range(15)], "the gap is too wide"),
+    (lambda b: mt.memory.size_classes(per_doubling=32), "not a multiple of 8"),
+    (lambda b: size_classes_for(b)[:-1], "has no class"),
+    (lambda b: [32] + size_classes_for(b), "start at 64"),
+    (lambda b: list(range(64, (1 << 20) + 1, 8)), "the engine needs only"),
+    (lambda b: size_classes_for(b)[::-1], "increasing"),
+    (lambda b: None, "did you forget `return`"),
+])
+def test_wrong_size_classes_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="for bound") as info:
+        mt.exercises.check_size_classes(wrong)
+    assert words in str(info.value)
+
+
+def _bisect_right(n, m):
+    import bisect
+    classes = mt.memory.size_classes(per_doubling=m)
+    return None if n > classes[-1] else bisect.bisect_right(classes, max(n, 64))
+
+
+def _class_size(n, m):
+    i = _bisect_class(n, m)
+    return None if i is None else mt.memory.size_classes(per_doubling=m)[i]
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_bisect_right, "bisect_left, not bisect_right"),
+    (_class_size, "return its index"),
+    (lambda n, m: _bisect_class(min(n, 1 << 20), m), "Return None"),
+    (lambda n, m: 0 if n > 1 << 20 else _bisect_class(n, m), "Return None"),
+    (lambda n, m: _bisect_class(n, m) if n <= 64 else max(0, _bisect_class(n, m) - 1), "round UP"),
+    (lambda n, m: None, "None is only for requests above 1 MiB"),
+])
+def test_wrong_size_class_of_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="classes per doubling") as info:
+        mt.exercises.check_size_class_of(wrong)
+    assert words in str(info.value)

@@ -1,0 +1,430 @@
+"""Exercises of notebook 07 (in-place ops and versions): what a backward can take from its
+output, and which ops of a recorded program can run in place.
+
+:func:`candidates` turns a recorded trace into the facts :func:`~microtorch.memory.inplace_plan`
+weighs for each op that has an in-place variant (a learner can ``print`` them); the checkers
+compare a learner's verdicts with the plan's and with the engine's own backward.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checking import _as_array, _call, _fail, _passed
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 1: which derivatives can be computed from the output alone?
+# ----------------------------------------------------------------------------------------------
+#: op -> (the function, in words; how to make it from a float64 tensor; inputs to try;
+#:        a hint for when the learner says it cannot be done)
+_UNARY = {
+    "relu": ("relu(x) = max(x, 0)", lambda x: x.relu(), [-1.5, -0.2, 0.0, 0.3, 2.0],
+             "relu(x) > 0 exactly where x > 0, so the output tells you where the slope is 1: "
+             "relu_ (in place) keeps only its output for backward"),
+    "exp": ("exp(x)", lambda x: x.exp(), [-2.0, -0.5, 0.0, 0.7, 1.5],
+            "the derivative of eˣ is eˣ, which is z itself: exp_ keeps its output for backward"),
+    "sigmoid": ("sigmoid(x) = 1 / (1 + e⁻ˣ)", lambda x: x.sigmoid(), [-3.0, -0.5, 0.0, 0.8, 2.5],
+                "σ'(x) = σ(x) (1 − σ(x)) = z (1 − z): sigmoid_ keeps its output for backward"),
+    "tanh": ("tanh(x)", lambda x: x.tanh(), [-2.0, -0.4, 0.0, 0.6, 1.7],
+             "tanh'(x) = 1 − tanh²(x) = 1 − z²: tanh_ keeps its output for backward"),
+    "sqrt": ("sqrt(x)", lambda x: x.sqrt(), [0.25, 0.5, 1.0, 2.0, 4.0],
+             "d√x/dx = 1 / (2√x) = 1 / (2z): sqrt_ keeps its output for backward"),
+    "log": ("log(x)", lambda x: x.log(), [0.2, 0.5, 1.0, 2.0, 5.0],
+            "d log x / dx = 1/x, and x = eᶻ, so it is e⁻ᶻ: the output is enough"),
+    "neg": ("neg(x) = −x", lambda x: -x, [-1.0, 0.0, 0.5, 2.0, 3.0],
+            "the derivative of −x is −1 everywhere: no values needed at all (neg_ keeps nothing)"),
+    "square": ("square(x) = x²", lambda x: x * x, [-1.5, -0.5, 0.5, 1.0, 1.5], None),
+    "abs": ("abs(x) = |x|", lambda x: x.abs(), [-2.0, -0.7, 0.4, 0.7, 1.2], None),
+}
+
+#: the order the checker asks in (a mix, so an if/elif chain is exercised throughout)
+DERIVATIVE_OPS = ["relu", "exp", "square", "sigmoid", "tanh", "abs", "sqrt", "log", "neg"]
+
+
+def _engine_slope(op: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(z, dz/dx) at x, from the engine's own forward and backward (float64)."""
+    from ..creation import tensor
+
+    xt = tensor(x, dtype="float64", requires_grad=True)
+    z = _UNARY[op][1](xt)
+    z.sum().backward()
+    return z.detach().numpy().copy(), xt.grad.numpy().copy()
+
+
+def check_derivative_from_output(fn) -> None:
+    """``fn(op, z) -> array or None``: the derivative dz/dx of the unary ``op`` (one of
+    ``"relu", "exp", "sigmoid", "tanh", "sqrt", "log", "neg", "square", "abs"``) written
+    as a function of its **output** ``z`` alone (a float64 numpy array), or ``None`` if the
+    output does not determine it. An in-place op overwrites its input, so its backward can
+    use only the output: this is which ones can. Checked against the engine's backward of
+    the out-of-place op at several inputs.
+    """
+    for op in DERIVATIVE_OPS:
+        words, _, xs, why = _UNARY[op]
+        x = np.array(xs, dtype=np.float64)
+        z, want = _engine_slope(op, x)
+        where = f"for {op} ({words}), at z = {np.round(z, 4).tolist()}:"
+        got = _call(fn, where, op, z.copy())
+        if why is None:  # the output does not determine the slope: find two x with one z
+            if got is None:
+                continue
+            x2 = -x
+            z2, slope2 = _engine_slope(op, x2)
+            i = int(np.argmax(np.abs(want - slope2) * (np.abs(z - z2) < 1e-12)))
+            _fail(f"{where}\nyou returned numbers, but no function of z can be right here: "
+                  f"x = {x[i]:g} and x = {x2[i]:g} both give z = {z[i]:g}, with slopes {want[i]:g} "
+                  f"and {slope2[i]:g}. The output has lost the sign of x. A backward for {op} needs "
+                  f"the old x, which an in-place {op}_ would have overwritten (it would have to keep "
+                  "a copy, and then nothing is saved). Return None.")
+        if got is None:
+            _fail(f"{where}\nyou returned None (\"not possible\"), but it is: {why}.")
+        try:
+            got_a = np.broadcast_to(_as_array(got).astype(np.float64), z.shape)
+        except (ValueError, TypeError):
+            _fail(f"{where}\nyou returned {got!r}; return an array of z's shape {z.shape} "
+                  "(or one number, if the slope is the same everywhere), or None.")
+        if np.allclose(got_a, want, rtol=1e-7, atol=1e-9):
+            continue
+        msg = (f"{where}\nyou returned {np.round(got_a, 4).tolist()},\nbut the engine's backward "
+               f"gives {np.round(want, 4).tolist()}.\n")
+        as_if_input = None
+        if op not in ("sqrt", "log") or np.all(z > 0):
+            _, as_if_input = _engine_slope(op, z)
+        if as_if_input is not None and np.allclose(got_a, as_if_input, rtol=1e-7, atol=1e-9):
+            hint = (f"Those are the slopes of {op} at x = z: you used z as if it were the input. "
+                    f"z is already {op}(x); write the derivative in terms of it.")
+        elif op == "relu" and np.allclose(got_a, (z >= 0).astype(float)):
+            hint = ("z = 0 happens for every x ≤ 0, where the slope is 0 (and at x = 0 the engine, "
+                    "like PyTorch, picks 0): the slope is 1 only where z > 0.")
+        else:
+            hint = f"Hint: {why}."
+        _fail(msg + hint)
+    _passed("check_derivative_from_output", len(DERIVATIVE_OPS))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 2: can this op of a recorded program run in place?
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Candidate:
+    """One op of a recorded program that has an in-place variant, and one input it could
+    overwrite: the facts :func:`~microtorch.memory.inplace_plan` weighs (as the plan sees
+    them when it reaches this op: earlier rewrites already applied)."""
+
+    line: str  # the op, as a line of code: "C = relu(B)"
+    op: str  # the recorded op: "Relu"
+    method: str  # its in-place variant: "relu_"
+    overwrites: str  # the input whose bytes it would write into: "B"
+    other: str | None  # the other operand of a binary op ("W", "a number"), else None
+    fits: bool  # the result has the overwritten input's shape and dtype
+    made_by_op: bool  # the input was made by an op of the program (False: a program input or parameter)
+    other_needs_grad: bool  # the other operand needs a gradient (binary ops)
+    saved_by_itself: bool  # the (out-of-place) op saved this input for its own backward
+    saved_by: tuple[str, ...]  # OTHER ops that saved the input's bytes for their backward
+    later_reads: tuple[str, ...]  # ops that read the input's bytes after this one
+    alive_at_end: bool  # the caller still holds the input when the program ends
+
+    def __str__(self) -> str:
+        def lst(x):
+            return ", ".join(x) if x else "none"
+
+        lines = [f"{self.line}  ->  {self.method} into {self.overwrites}?",
+                 f"  fits (same shape and dtype)  : {self.fits}",
+                 f"  made by an op of the program : {self.made_by_op}"]
+        if self.other is not None:
+            lines.append(f"  other operand                : {self.other} "
+                         f"({'needs' if self.other_needs_grad else 'needs no'} gradient)")
+        lines += [f"  saved by this op itself      : {self.saved_by_itself}",
+                  f"  saved by other ops           : {lst(self.saved_by)}",
+                  f"  read later by                : {lst(self.later_reads)}",
+                  f"  alive when the program ends  : {self.alive_at_end}"]
+        return "\n".join(lines)
+
+
+def _names(events) -> dict[int, str]:
+    """tensor id -> a name for the learner: its own name, "a number" for an unnamed 0-d
+    constant, else "t<id>"."""
+    names = {}
+    for e in events:
+        if e["kind"] != "tensor":
+            continue
+        tid = e["tensor"]
+        if e.get("name"):
+            names[tid] = e["name"]
+        elif tid not in names or names[tid].startswith("t"):
+            names[tid] = "a number" if (e["shape"] == [] and not e.get("requires_grad")) else f"t{tid}"
+    return names
+
+
+def _cases(trace):
+    """``[(candidate, expected verdict, the plan's Decision)]`` for every (op, input) the
+    plan judged, walking the trace as :func:`~microtorch.memory.inplace_plan` does."""
+    from ..memory.inplace_plan import VARIANTS, inplace_plan
+
+    events = list(trace.events if hasattr(trace, "events") else trace)
+    plan = inplace_plan(events)
+    names = _names(events)
+    tensors: dict[int, dict] = {}
+    alloc_free: dict[int, list] = {}
+    reads: dict[int, list] = {}  # storage -> [(step, label, tensor)]
+    saved: dict[int, list] = {}  # storage -> [(step, label, node)]
+    made: set[int] = set()
+    phase_of: dict[int, str] = {}
+    ops = []
+    for e in events:
+        kind = e["kind"]
+        if kind == "tensor":
+            tensors.setdefault(e["tensor"], e)
+        elif kind == "alloc":
+            alloc_free[e["storage"]] = [e["step"], None]
+        elif kind == "free":
+            alloc_free.setdefault(e["storage"], [None, None])[1] = e["step"]
+        elif kind == "op":
+            phase_of[e["step"]] = e["phase"]
+            ins = e.get("input_storages") or [tensors[t]["storage"] for t in e["inputs"]]
+            for tid, sid in zip(e["inputs"], ins):
+                reads.setdefault(sid, []).append((e["step"], e["op"], tid))
+            for sid in e["saved"]:
+                saved.setdefault(sid, []).append((e["step"], e["op"], e["node"]))
+            out_sid = e.get("output_storage", tensors[e["output"]]["storage"])
+            if out_sid not in ins:
+                made.add(out_sid)
+            ops.append((e, ins, out_sid))
+
+    cases = []
+    forward = [(e, ins, out_sid) for e, ins, out_sid in ops if e["phase"] == "forward"]
+    for d, (e, ins, out_sid) in zip(plan.decisions, forward):
+        if e["op"] not in VARIANTS or e.get("inplace") or out_sid in ins:
+            continue
+        method, positions = VARIANTS[e["op"]]
+        node = e["node"]
+        args = ", ".join(names.get(t, f"t{t}") for t in e["inputs"])
+        line = f"{names.get(e['output'], 't%d' % e['output'])} = {e['op'].lower()}({args})"
+        for p in positions:
+            if p >= len(ins) or (d.inplace and p > d.position):
+                continue  # the plan stopped at the first input that works
+            tid, sid = e["inputs"][p], ins[p]
+            other = 1 - p if len(ins) == 2 else None
+            t, o = tensors[tid], tensors[e["output"]]
+            later = []
+            for step, op, reader in reads.get(sid, []):
+                if step <= e["step"]:
+                    continue
+                if phase_of.get(step) == "backward":  # backward reads saved bytes through fresh tensors
+                    later.append(f"{op} (during backward)")
+                else:
+                    later.append(op + ("" if reader == tid else f" through {names.get(reader, f't{reader}')}"))
+            savers: dict = {}  # one entry per node that saved the bytes (its first label)
+            for _, op, s in saved.get(sid, []):
+                if s != node:
+                    savers.setdefault(s, f"{op} (rewritten in place)" if op.endswith("_") else op)
+            c = Candidate(
+                line=line, op=e["op"], method=method, overwrites=names.get(tid, f"t{tid}"),
+                other=None if other is None else names.get(e["inputs"][other], "?"),
+                fits=t["shape"] == o["shape"] and t["dtype"] == o["dtype"],
+                made_by_op=sid in made,
+                other_needs_grad=bool(other is not None and e["next"] and e["next"][other] is not None),
+                saved_by_itself=node is not None and any(s == node for _, _, s in saved.get(sid, [])),
+                saved_by=tuple(savers.values()),
+                later_reads=tuple(later),
+                alive_at_end=alloc_free.get(sid, [None, None])[1] is None)
+            cases.append((c, bool(d.inplace and p == d.position), d))
+        if d.inplace:  # from here on the program runs the in-place variant (the plan's rule)
+            sid = ins[d.position]
+            saved[sid] = [x for x in saved.get(sid, []) if x[2] != node or node is None]
+            if node is not None and e["op"] in ("Relu", "Exp", "Sigmoid", "Tanh", "Sqrt"):
+                saved.setdefault(out_sid, []).append((e["step"], method, node))
+    return cases
+
+
+def candidates(trace) -> list[Candidate]:
+    """Every (op, input it could overwrite) of a recorded program that
+    :func:`~microtorch.memory.inplace_plan` judges, with the facts it weighs.
+
+    Tensors are called by their ``.name`` (set it before the op, or right after); unnamed
+    0-d constants are "a number", other unnamed tensors ``t<id>`` (their trace ids).
+    """
+    return [c for c, _, _ in _cases(trace)]
+
+
+def _inplace_programs():
+    """``(title, run)`` pairs: each ``run()`` records one small program and returns its trace."""
+    from ..autograd import no_grad
+    from ..creation import Generator, randn
+    from ..memory.trace import record
+
+    g = Generator().manual_seed(7)
+
+    def leaves(**shapes):
+        out = []
+        for name, (shape, grad) in shapes.items():
+            t = randn(*shape, dtype="float64", generator=g, requires_grad=grad)
+            t.name = name
+            out.append(t)
+        return out
+
+    def named(t, name):
+        t.name = name
+        return t
+
+    programs = []
+
+    def layer():
+        x, W, b = leaves(x=((4, 3), False), W=((3, 5), True), b=((5,), True))
+
+        def body():  # intermediates die when it returns, as in a real forward pass
+            h = named(x @ W, "h")
+            a = named(h + b, "a")
+            r = named(a.relu(), "r")
+            s = named(r * 3.0, "s")
+            return named(s.sum(), "loss")
+        with record() as tr:
+            body().backward()
+        return tr
+    programs.append(("a layer: h = x @ W; a = h + b; r = relu(a); s = r * 3; loss = sum(s); "
+                     "then loss.backward()  (W, b require grad)", layer))
+
+    def seed(training):
+        def run():
+            (A,) = leaves(A=((4, 5), training))
+
+            def body():
+                B = named(A + 1.0, "B")
+                C = named(B.relu(), "C")
+                D = named(B * C, "D")
+                E = named(D.softmax(1), "E")
+                return named(named(D + E, "F").sum(), "out")
+            with record() as tr:
+                if training:
+                    body().backward()
+                else:
+                    with no_grad():
+                        body()
+            return tr
+        return run
+    programs.append(("B = A + 1; C = relu(B); D = B * C; E = softmax(D); F = D + E; out = sum(F); "
+                     "then out.backward()  (A requires grad)", seed(True)))
+    programs.append(("the same program for inference, under mt.no_grad(): B = A + 1; C = relu(B); "
+                     "D = B * C; E = softmax(D); F = D + E; out = sum(F)", seed(False)))
+
+    def hazard():
+        x, W = leaves(x=((3, 4), False), W=((4, 4), True))
+
+        def body():
+            z = named(x @ W, "z")
+            s = named(z.sigmoid(), "s")
+            t = named(s * 2.0, "t")
+            u = named(t + 1.0, "u")
+            v = named(u.tanh(), "v")
+            w = named(v - 0.5, "w")
+            return named(w.sum(), "loss")
+        with record() as tr:
+            body().backward()
+        return tr
+    programs.append(("z = x @ W; s = sigmoid(z); t = s * 2; u = t + 1; v = tanh(u); w = v - 0.5; "
+                     "loss = sum(w); then loss.backward()  (W requires grad)", hazard))
+
+    def reread():
+        x, W = leaves(x=((2, 3), False), W=((3, 3), True))
+
+        def body():
+            h = named(x @ W, "h")
+            a = named(h + 1.0, "a")
+            y = named(a.relu(), "y")
+            z = named(a + y, "z")
+            e = named(x.exp(), "e")
+            return named(named(z.sum(), "sz") + named(e.sum(), "se"), "loss")
+        with record() as tr:
+            body().backward()
+        return tr
+    programs.append(("h = x @ W; a = h + 1; y = relu(a); z = a + y; e = exp(x); "
+                     "sz = sum(z); se = sum(e); loss = sz + se; then loss.backward()  "
+                     "(W requires grad; x is data)", reread))
+
+    def weights():
+        x, W, V, c = leaves(x=((3, 4), False), W=((4, 4), True), V=((3, 4), True), c=((3, 4), False))
+        kept = []
+
+        def body():
+            h = named(x @ W, "h")
+            m = named(h * V, "m")
+            k = named(m * c, "k")
+            kept.append(k)  # the caller keeps k
+            e = named(k.exp(), "e")
+            g = named(e.sigmoid(), "g")
+            q = named(g / 4.0, "q")
+            return named(q.sum(), "loss")
+        with record() as tr:
+            body().backward()
+        return tr
+    programs.append(("h = x @ W; m = h * V; k = m * c; e = exp(k); g = sigmoid(e); q = g / 4; "
+                     "loss = sum(q); then loss.backward(), and the caller keeps k  "
+                     "(W, V require grad; c is data)", weights))
+    return programs
+
+
+def _explain_refusal(c: Candidate) -> str:
+    """Why the plan keeps the op out of place, in words (the first reason that applies)."""
+    if not c.fits:
+        return (f"the result of {c.line} does not have {c.overwrites}'s shape and dtype: it does "
+                f"not fit in {c.overwrites}'s bytes")
+    if not c.made_by_op:
+        return (f"{c.overwrites} is an input of the program (data or a parameter), not made by one "
+                "of its ops: overwriting it would change the caller's tensor")
+    if c.op in ("Mul", "Div") and c.other_needs_grad:
+        formula = "g · (old " + c.overwrites + ")" if c.op == "Mul" else f"−g · {c.overwrites} / {c.other}²"
+        return (f"{c.other} needs a gradient, and that gradient is {formula}: it needs the old "
+                f"values of {c.overwrites}, which {c.method} would have overwritten")
+    if c.saved_by:
+        return (f"{c.saved_by[0]} saved {c.overwrites}'s bytes for its backward: after {c.method} "
+                f"they would hold different numbers, and backward would raise \"one of the variables "
+                f"needed for gradient computation has been modified by an inplace operation\"")
+    if c.later_reads:
+        return (f"{c.later_reads[0]} reads {c.overwrites} later: it would see the result of "
+                f"{c.line} instead of {c.overwrites}")
+    if c.alive_at_end:
+        return (f"the caller still holds {c.overwrites} when the program ends: it would find "
+                "different numbers in it")
+    return "the plan refused it for a reason these facts do not show (see its reason below)"
+
+
+def _explain_safe(c: Candidate) -> str:
+    why = []
+    if c.saved_by_itself:
+        why.append(f"{c.op} saved its input, but the in-place variant does not need it: "
+                   f"{c.method}'s backward does not need the old values")
+    elif c.op in ("Mul", "Div") and c.other is not None:
+        why.append(f"{c.method} needs only {c.other} for the gradient, and {c.other} needs no "
+                   "gradient of its own")
+    why.append(f"no other op saved {c.overwrites} or reads it later, and the caller does not keep it")
+    return "; ".join(why)
+
+
+def check_inplace_safe(fn) -> None:
+    """``fn(c) -> bool``: may the op run in place, writing into ``c.overwrites``? ``c`` is a
+    :class:`Candidate` (print it to see its facts). Checked against
+    :func:`~microtorch.memory.inplace_plan`'s verdicts on several small recorded programs
+    (training, inference, a kept output, weights that need gradients).
+    """
+    total = 0
+    for title, run in _inplace_programs():
+        tr = run()
+        for c, want, d in _cases(tr):
+            total += 1
+            where = f"in the program: {title}\nfor {c.line}, written as {c.method} into {c.overwrites}:"
+            got = _call(fn, where, c)
+            if got is None:
+                _fail(f"{where}\nyour function returned None: did you forget `return`? Return True "
+                      "(it can run in place) or False.")
+            if not isinstance(got, (bool, np.bool_)):
+                _fail(f"{where}\nyour function returned {got!r}; return True or False.")
+            if bool(got) == want:
+                continue
+            facts = f"\nThe facts:\n{c}\n"
+            if want:
+                _fail(f"{where}\nyou said no, but the plan runs it in place: {_explain_safe(c)}."
+                      f"{facts}The plan: {d.reason}")
+            _fail(f"{where}\nyou said yes, but it must stay out of place: {_explain_refusal(c)}."
+                  f"{facts}The plan: {d.reason}")
+    _passed("check_inplace_safe", total)

@@ -1,0 +1,181 @@
+"""Exercises of notebook 05 (the memory pool): design size classes for a fragmentation
+bound, and find the class that serves a request.
+
+The reference is the engine's pool: :func:`~microtorch.memory.size_classes` (its classes,
+``per_doubling`` per power of two) and :meth:`~microtorch.memory.Pool.size_class` (which
+class a request lands in).
+"""
+from __future__ import annotations
+
+from .checking import _call, _fail, _passed
+
+LOW, HIGH = 64, 1 << 20  # the pool's class range: 64 B .. 1 MiB
+
+
+def worst_waste(classes, low: int = LOW, high: int = HIGH) -> tuple[float, int, int]:
+    """``(fraction, n, class)``: the largest share of a block wasted by rounding a request
+    ``n`` in ``[low, high]`` up to the smallest class ≥ n — over every such n. The worst
+    request of each class is one byte above the class below it (or ``low``, for the first)."""
+    worst = (0.0, low, classes[0])
+    below = low - 1
+    for c in classes:
+        if c >= low and below + 1 <= high:
+            n = below + 1
+            waste = (c - n) / c
+            if waste > worst[0]:
+                worst = (waste, n, c)
+        below = max(below, c)
+        if c >= high:
+            break
+    return worst
+
+
+def engine_classes_for(bound: float) -> tuple[int, list[int]]:
+    """The engine's spacing that meets ``bound``: the fewest classes per doubling ``m`` (a
+    power of two) with 1/(m + 1) ≤ bound, and its classes from 64 B to 1 MiB."""
+    from ..memory.pool import size_classes
+
+    m = 1
+    while 1 / (m + 1) > bound:
+        m *= 2
+    return m, size_classes(LOW, HIGH, m)
+
+
+def greedy_classes(bound: float, step: int = 8) -> list[int]:
+    """The fewest classes (multiples of ``step``) meeting ``bound``: each class as large as
+    the bound allows for the request one byte above the class before it."""
+    classes = [LOW]
+    while classes[-1] < HIGH:
+        n = classes[-1] + 1
+        c = int(n / (1 - bound)) // step * step
+        while c > n and (c - n) / c > bound:
+            c -= step
+        classes.append(min(max(c, classes[-1] + step), HIGH))
+    return classes
+
+
+SIZE_CLASS_BOUNDS = [0.25, 0.125, 0.2, 0.5, 0.3]
+
+
+def check_size_classes(fn) -> None:
+    """``fn(bound) -> list of class sizes``: size classes for a pool serving every request
+    from 64 B to 1 MiB so that rounding a request up to the smallest class ≥ it never wastes
+    more than ``bound`` of the block. Checked: sorted, distinct, multiples of 8 (so any
+    dtype's elements stay aligned in a block), the first class ≥ 64 and the last ≥ 1 MiB
+    (every request has a class), the worst-case waste ≤ ``bound`` (computed over every
+    request), and no more classes than the engine's own spacing needs for that bound
+    (``mt.memory.size_classes(per_doubling=m)`` with the smallest power of two m for which
+    1/(m + 1) ≤ bound).
+    """
+    for bound in SIZE_CLASS_BOUNDS:
+        where = f"for bound = {bound} ({bound:.1%}):"
+        m, engine = engine_classes_for(bound)
+        got = _call(fn, where, bound)
+        if got is None:
+            _fail(f"{where} your function returned None: did you forget `return`?")
+        try:
+            got = [int(c) for c in got]
+        except (TypeError, ValueError):
+            _fail(f"{where} your function returned {got!r}; return a list of class sizes (ints, bytes).")
+        if not got:
+            _fail(f"{where} you returned no classes.")
+        if any(b <= a for a, b in zip(got, got[1:])):
+            i = next(i for i, (a, b) in enumerate(zip(got, got[1:])) if b <= a)
+            _fail(f"{where} your classes must be increasing and distinct; class {i} is {got[i]} and "
+                  f"class {i + 1} is {got[i + 1]}.")
+        odd = [c for c in got if c % 8]
+        if odd:
+            _fail(f"{where} class {odd[0]} is not a multiple of 8. The pool places blocks of a class "
+                  "back to back in a slab, so a class that is not a multiple of 8 would put the next "
+                  "block's float64 elements off their 8-byte alignment. Round each class down to a "
+                  "multiple of 8 (that only makes the waste smaller).")
+        if got[0] < LOW:
+            _fail(f"{where} your first class is {got[0]} bytes; the pool's smallest block is 64 bytes "
+                  "(one cache line: smaller requests get 64), so start at 64.")
+        if got[-1] < HIGH:
+            _fail(f"{where} your largest class is {got[-1]:,} bytes, so a request of {got[-1] + 1:,} "
+                  f"to {HIGH:,} bytes (1 MiB) has no class. The classes must reach 1 MiB; larger "
+                  "requests are served directly.")
+        waste, n, c = worst_waste(got)
+        if waste > bound + 1e-12:
+            i = got.index(c)
+            prev = got[i - 1] if i else None
+            _fail(f"{where} a request of {n:,} bytes lands in your class {c:,} and wastes "
+                  f"{c - n:,} bytes, {waste:.1%} of the block, more than {bound:.1%}.\n"
+                  + (f"The class below it is {prev:,}: the gap is too wide there. " if prev else "")
+                  + f"A class c may follow class p only if (c - (p + 1)) / c ≤ {bound}, i.e. "
+                    f"c ≤ (p + 1) / (1 - {bound}) = {(n) / (1 - bound):,.1f}.")
+        if len(got) > len(engine):
+            _fail(f"{where} your {len(got)} classes all meet the bound, but the engine needs only "
+                  f"{len(engine)} (size_classes(per_doubling={m}): {m} evenly spaced classes per "
+                  f"doubling, worst case 1/({m} + 1) = {1 / (m + 1):.1%}). More classes than needed "
+                  "mean more free lists, and freed blocks spread over more lists are reused less "
+                  "often. Space the classes as widely as the bound allows.")
+    g = {b: len(greedy_classes(b)) for b in SIZE_CLASS_BOUNDS}
+    print("  (for comparison — bound: the engine's classes / the fewest possible, multiples of 8: "
+          + ", ".join(f"{b:.1%}: {len(engine_classes_for(b)[1])} / {g[b]}" for b in SIZE_CLASS_BOUNDS) + ")")
+    _passed("check_size_classes", len(SIZE_CLASS_BOUNDS))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 2: which class serves a request?
+# ----------------------------------------------------------------------------------------------
+def _class_of_cases():
+    import random
+
+    rng = random.Random(5)
+    ns = [0, 1, 63, 64, 65, 71, 72, 73, 127, 128, 129, 143, 144, 4095, 4096, 4097, 4607, 4608, 4609,
+          100_000, (1 << 19) + 1, HIGH - 1, HIGH, HIGH + 1, 8 * HIGH]
+    ns += [rng.randrange(1, HIGH) for _ in range(200)]
+    return [(n, m) for m in (8, 4, 2) for n in ns]
+
+
+def check_size_class_of(fn) -> None:
+    """``fn(n, per_doubling) -> index or None``: the index, in
+    ``mt.memory.size_classes(per_doubling=per_doubling)``, of the smallest class that can
+    hold ``n`` bytes (requests under 64 B get the 64-byte class), or ``None`` for a request
+    above 1 MiB (the pool serves it directly). Checked against the engine's
+    ``Pool(classes_per_doubling=per_doubling).size_class(n)``.
+    """
+    from ..memory.pool import Pool, size_classes
+
+    pools = {m: Pool(classes_per_doubling=m, name=f"exercise pool m={m}") for m in (8, 4, 2)}
+    cases = _class_of_cases()
+    for n, m in cases:
+        classes = size_classes(per_doubling=m)
+        want = pools[m].size_class(n)
+        where = f"for n = {n:,} bytes with {m} classes per doubling:"
+        got = _call(fn, where, n, m)
+        if got is not None and not isinstance(got, int):
+            try:
+                got = int(got)
+            except (TypeError, ValueError):
+                _fail(f"{where} your function returned {got!r}; return a class index (an int) or None.")
+        if got == want:
+            continue
+        if want is None:
+            _fail(f"{where} {n:,} bytes is more than the largest class ({classes[-1]:,} B = 1 MiB): "
+                  f"the pool serves it directly, with a buffer of its own. Return None; you returned {got!r}.")
+        if got is None:
+            _fail(f"{where} you returned None, but class {want} ({classes[want]:,} B) holds it. None "
+                  "is only for requests above 1 MiB.")
+        size = classes[want]
+        msg = f"{where} the engine serves it from class {want} ({size:,} B); you returned {got!r}"
+        if 0 <= got < len(classes):
+            msg += f" ({classes[got]:,} B)"
+        msg += "."
+        if got == size:
+            hint = "You returned the class's size; return its index in size_classes(...)."
+        elif got == want + 1 and size == max(n, LOW):
+            hint = (f"{max(n, LOW):,} is exactly a class size (requests under 64 B count as 64): it "
+                    "fits its own class. The class is "
+                    "the smallest c with c ≥ n (bisect_left, not bisect_right).")
+        elif got == want - 1 and 0 <= got < len(classes) and classes[got] < n:
+            hint = f"Class {got} holds only {classes[got]:,} bytes, less than {n:,}: round UP."
+        elif n < LOW and got != 0:
+            hint = "Requests under 64 bytes get the smallest class, index 0."
+        else:
+            hint = ("The class is the smallest c in size_classes(per_doubling=...) with c ≥ max(n, 64); "
+                    "its position in that list is the index.")
+        _fail(msg + "\n" + hint)
+    _passed("check_size_class_of", len(cases))
