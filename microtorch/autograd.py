@@ -256,6 +256,13 @@ class Function:
     def release(self) -> None:
         """Drop the saved tensors (their storage references) and free the node's record —
         done right after the node ran in backward, unless the graph is retained."""
+        self._let_go(dropped=False)
+
+    def __del__(self):
+        # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too
+        self._let_go(dropped=True)
+
+    def _let_go(self, dropped: bool) -> None:
         for s in self.saved:
             s.release(self)
         record = self.record
@@ -263,21 +270,9 @@ class Function:
             self.record = None
             _node_arena.free(self)
         rec = _trace.active
-        if rec is not None:
+        if rec is not None and (record is not None or not dropped):
             rec.emit("release", node=_trace.node_id(self),
-                     slot=None if record is None else int(record["slot"]), dropped=False)
-
-    def __del__(self):
-        # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too
-        for s in self.saved:
-            s.release(self)
-        record = self.record
-        if record is not None:
-            self.record = None
-            _node_arena.free(self)
-            rec = _trace.active
-            if rec is not None:
-                rec.emit("release", node=_trace.node_id(self), slot=int(record["slot"]), dropped=True)
+                     slot=None if record is None else int(record["slot"]), dropped=dropped)
 
     @property
     def name(self) -> str:
