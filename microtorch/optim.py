@@ -194,7 +194,10 @@ class SGD(Optimizer):
                 np.copyto(buf, d)
             else:
                 buf *= mu
-                buf += (1 - group["dampening"]) * d
+                if group["dampening"]:
+                    buf += (1 - group["dampening"]) * d
+                else:
+                    buf += d  # no temporary for the common case
             d = d + mu * buf if group["nesterov"] else buf
         p -= lr * d
 

@@ -20,6 +20,11 @@ def _shape_error(a, b) -> RuntimeError:
     return RuntimeError(f"matmul: batch dimensions of {list(a.shape)} and {list(b.shape)} do not broadcast")
 
 
+def _transposed(t) -> bool:
+    """A 2-D view whose transpose is contiguous (e.g. ``W.T``): column-major bytes."""
+    return not t._data.flags.c_contiguous and t._data.T.flags.c_contiguous
+
+
 class Matmul(Function):
     """C = A @ B;  dL/dA = G @ Bᵀ, dL/dB = Aᵀ @ G (batch dims summed where they broadcast).
 
@@ -32,6 +37,7 @@ class Matmul(Function):
         need_a, need_b = ctx.needs_input_grad or (False, False)
         ctx.save_for_backward(a if need_b else None, b if need_a else None)  # each grad needs the other
         ctx.shapes = a.shape, b.shape
+        ctx.b_transposed = b.ndim == 2 and _transposed(b)
         if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]:  # the common case, straight into its storage
             return np.matmul(a._data, b._data, out=ctx.empty((a.shape[0], b.shape[1]), a.dtype))
         try:
@@ -44,7 +50,10 @@ class Matmul(Function):
         a, b = ctx.saved_tensors
         (sa, sb), (need_a, need_b) = ctx.shapes, ctx.needs_input_grad
         if len(sa) == 2 and len(sb) == 2:  # the common case, without the general bookkeeping
-            return (g @ b.mT if need_a else None, a.mT @ g if need_b else None)
+            gb = None
+            if need_b:  # b = W.T (a linear layer): (gᵀa)ᵀ, so W's gradient comes back contiguous
+                gb = (g.mT @ a).mT if ctx.b_transposed else a.mT @ g
+            return (g @ b.mT if need_a else None, gb)
         g2 = g.unsqueeze(-1) if len(sb) == 1 else g  # first: for 1-D @ 1-D, g is 0-d
         g2 = g2.unsqueeze(-2) if len(sa) == 1 else g2
         ga = gb = None
