@@ -42,6 +42,7 @@ GROUPS = {
     "import_time": "benchmarks.import_time",
     "allocators": "benchmarks.allocators",
     "player": "benchmarks.player",
+    "training": "benchmarks.training",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"
