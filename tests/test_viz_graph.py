@@ -370,3 +370,19 @@ def test_one_notion_of_when(tr):
     k = steps.index(t) + 1
     assert graph.render(tr, t, steps).header.subtitle == f"step {k} of {len(steps)} · event {t}"
     assert graph.describe(tr, t, steps).startswith(f"Computation graph at step {k} of {len(steps)} · event {t}")
+
+
+def test_in_place_ops_feed_the_ops_that_read_the_written_tensor_afterwards():
+    x = mt.randn(3, requires_grad=True)
+    with mt.trace() as tr:
+        y = x * 3
+        y.mul_(2)  # y now comes from Mul_, not from Mul
+        loss = y.sum()
+    ops = {e["op"]: e["node"] for e in tr.filter("op") if e["node"]}
+    edges = {line.strip().rstrip(";") for line in graph.to_dot(tr, len(tr) - 1).splitlines() if "->" in line}
+    assert f"n{ops['Mul']} -> n{ops['Mul_']}" in edges
+    assert f"n{ops['Mul_']} -> n{ops['Sum']}" in edges
+    assert f"n{ops['Mul']} -> n{ops['Sum']}" not in edges
+    out_lines = [e for e in edges if e.startswith(f"n{ops['Sum']} -> t")]
+    assert len(out_lines) == 1 and not any(e.startswith(f"n{ops['Mul_']} -> t") for e in edges)
+    assert loss.grad_fn.next[0] is y.grad_fn  # the engine agrees

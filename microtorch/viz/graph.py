@@ -56,7 +56,8 @@ class GraphState:
     t: int
     n_events: int
     ops: dict[int, dict] = field(default_factory=dict)        # node id -> its forward op event
-    producer: dict[int, int] = field(default_factory=dict)    # tensor id -> node id that made it
+    producer: dict[int, int] = field(default_factory=dict)    # tensor id -> node id that made it (latest)
+    sources: dict[int, list] = field(default_factory=dict)    # node id -> producer of each input *then*
     consumers: dict[int, list[int]] = field(default_factory=dict)  # tensor id -> node ids using it
     leaves: dict[int, str] = field(default_factory=dict)      # tensor id -> "parameter" | "constant" | "external"
     outputs: list[int] = field(default_factory=list)          # tensor ids no recorded op consumed
@@ -121,12 +122,15 @@ def _graph_state(events: list, t: int) -> GraphState:
                 s.untracked_ops += 1
                 continue
             s.ops[nid] = e
+            s.sources[nid] = [s.producer.get(tid) for tid in e["inputs"]]
             nxt = e.get("next") or [None] * len(e["inputs"])
             for tid, edge in zip(e["inputs"], nxt):
                 s.consumers.setdefault(tid, []).append(nid)
                 if tid not in s.producer:
                     edges_into.setdefault(tid, edge)
             s.producer[e["output"]] = nid
+            if e.get("inplace") and e["inputs"]:  # the written tensor now comes from this node
+                s.producer[e["inputs"][0]] = nid
         elif kind == "backward":
             s.backward = {"order": e.get("order", "deps"), "step": e["step"],
                           "roots": list(e.get("roots", [])), "pending": int_keys(e.get("pending")),
@@ -153,7 +157,9 @@ def _graph_state(events: list, t: int) -> GraphState:
             s.leaves[tid] = "parameter"
         else:  # its gradient goes to a node recorded before the trace started
             s.leaves[tid] = "external"
-    s.outputs = [tid for tid in s.producer if tid not in s.consumers]
+    fed = {p for made_by in s.sources.values() for p in made_by if p is not None}
+    s.outputs = [e["inputs"][0] if e.get("inplace") and e["inputs"] else e["output"]  # what it wrote
+                 for nid, e in s.ops.items() if nid not in fed]
     return s
 
 
@@ -173,7 +179,7 @@ def collapse(s: GraphState, max_nodes: int | None = MAX_NODES) -> list[Group]:
     if max_nodes is None or s.n_nodes <= max_nodes:
         return []
     keep = _protected(s)
-    preds = {n: {s.producer[x] for x in e["inputs"] if x in s.producer} for n, e in s.ops.items()}
+    preds = {n: {p for p in s.sources[n] if p is not None} for n in s.ops}
     succs: dict[int, set[int]] = {n: set() for n in s.ops}
     for n, ps in preds.items():
         for p in ps:
@@ -539,9 +545,9 @@ def to_dot(trace, t: int | None = None, *, show_saved: bool = False, show_values
     edges: dict[tuple[str, str], list] = {}
     for nid, e in s.ops.items():
         dst = rep[nid]
-        for tid in e["inputs"]:
-            if tid in s.producer:
-                src = rep[s.producer[tid]]
+        for tid, made_by in zip(e["inputs"], s.sources[nid]):
+            if made_by is not None:
+                src = rep[made_by]
             elif tid in hidden_leaves:
                 continue
             else:
