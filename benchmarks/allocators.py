@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .harness import Row, measure_many, summarize
+from .harness import Row, measure_many, print_profile, summarize
 from .peers import torch_or_skip, versions
 from .small_graphs import BENCHMARKS, _agree, _args, _data, _tensor_engine
 
@@ -658,19 +658,8 @@ def run(quick: bool) -> list[Row]:
 # command line: the subprocess worker, and a profile of the large step
 # ==========================================================================================
 def profile(config: str, steps: int, top: int = 10) -> None:
-    import cProfile
-    import pstats
-
     step, _ = build_train_step(config)
-    for _ in range(2):
-        step()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(steps):
-        step()
-    prof.disable()
-    print(f"=== cProfile: {TRAIN} {LABELS[config]}, {steps} steps, top {top} by tottime ===")
-    pstats.Stats(prof).strip_dirs().sort_stats("tottime").print_stats(top)
+    print_profile(step, steps, f"{TRAIN} {LABELS[config]}", top=top)
 
 
 def main(argv=None) -> int:

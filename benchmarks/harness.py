@@ -181,6 +181,23 @@ def summarize(samples_us: list[float], number: int = 1) -> Stats:
 HEADER = ("benchmark", "microtorch µs", "peer", "peer µs", "ratio", "target", "met?")
 
 
+def print_profile(step: Callable[[], object], steps: int, title: str, warmup: int = 2,
+                  top: int = 15) -> None:
+    """Run ``step`` ``warmup`` times, then cProfile ``steps`` runs and print the top functions."""
+    import cProfile
+    import pstats
+
+    for _ in range(warmup):
+        step()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    prof.disable()
+    print(f"=== cProfile: {title}, {steps} runs, top {top} by tottime ===")
+    pstats.Stats(prof).strip_dirs().sort_stats("tottime").print_stats(top)
+
+
 def fmt_us(us: float) -> str:
     if us >= 1000:
         return f"{us:,.0f}"

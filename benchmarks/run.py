@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # run as a script: import the benchmarks package 
     else:
         sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import Row, format_table  # noqa: E402
+from benchmarks.harness import Row, format_table, print_profile  # noqa: E402
 from benchmarks.peers import TORCH_THREADS, versions  # noqa: E402
 
 #: name -> module in benchmarks/, run in this order
@@ -115,7 +115,7 @@ def print_header(info: dict, quick: bool) -> None:
     print(f"  microtorch @ {info['microtorch_commit'] or '?'}{dirty}")
     print(f"  {info['cpu']}, {info['cpu_count']} CPUs ({info['cpus_usable']} usable), {info['platform']}")
     print(f"  method: {METHOD['timing']}; k = {METHOD['repeats']['quick' if quick else 'full']}")
-    print(f"  times in µs per iteration: median ±IQR/2")
+    print("  times in µs per iteration: median ±IQR/2")
     print(f"  {METHOD['gc']}")
     print(f"  {METHOD['torch_threads']}")
     print()
@@ -138,23 +138,11 @@ def print_notes(rows: list[Row]) -> None:
 
 def profile(top: int = 15, iterations: int = 3000) -> None:
     """cProfile of microtorch's small-graph iterations, top ``top`` functions by tottime."""
-    import cProfile
-    import pstats
-
     from benchmarks.small_graphs import microtorch_steps
 
     for name, step in microtorch_steps().items():
         n = iterations if "chain" in name else iterations // 3
-        for _ in range(50):
-            step()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(n):
-            step()
-        prof.disable()
-        print(f"=== cProfile: microtorch {name}, {n} iterations (fwd+bwd), top {top} by tottime ===")
-        stats = pstats.Stats(prof)
-        stats.strip_dirs().sort_stats("tottime").print_stats(top)
+        print_profile(step, n, f"microtorch {name} (fwd+bwd)", warmup=50, top=top)
 
 
 def _show(path: Path) -> str:

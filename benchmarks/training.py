@@ -46,7 +46,7 @@ import sys
 
 import numpy as np
 
-from .harness import Row, measure_many
+from .harness import Row, measure_many, print_profile
 from .peers import torch_or_skip
 
 GROUP = "training"
@@ -610,21 +610,8 @@ def run(quick: bool) -> list[Row]:
 
 def profile(config: str, steps: int, top: int = 15) -> None:
     """cProfile of ``steps`` microtorch training steps (OpenBLAS at 1 thread, as in the group)."""
-    import cProfile
-    import pstats
-
-    blas = _Blas()
-    with blas.threads(1):
-        step = microtorch_step(config)
-        for _ in range(10):
-            step()
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(steps):
-            step()
-        prof.disable()
-    print(f"=== cProfile: microtorch {STEP} ({config}), {steps} steps, top {top} by tottime ===")
-    pstats.Stats(prof).strip_dirs().sort_stats("tottime").print_stats(top)
+    with _Blas().threads(1):
+        print_profile(microtorch_step(config), steps, f"microtorch {STEP} ({config})", warmup=10, top=top)
 
 
 def main(argv=None) -> int:
