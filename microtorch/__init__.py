@@ -9,8 +9,9 @@ Importing microtorch loads numpy only: no matplotlib, graphviz or ipywidgets.
 """
 from .tensor import Tensor  # first: binding its operator methods imports the ops
 from . import dtypes, memory
-from .autograd import (Function, backward, enable_grad, grad, is_grad_enabled, no_grad,
-                       set_grad_enabled)
+from .autograd import backward, grad
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .node import Function
 from .creation import (Generator, arange, default_generator, empty, eye, from_numpy, full,
                        full_like, linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
                        randn, randn_like, randperm, tensor, zeros, zeros_like)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .autograd import grad, no_grad
+from .autograd import grad
+from .grad_mode import no_grad
 from .tensor import Tensor
 
 

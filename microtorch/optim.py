@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .autograd import enable_grad, no_grad
+from .grad_mode import enable_grad, no_grad
 from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
 from .tensor import Tensor
 

@@ -92,7 +92,7 @@ def _graph_cases(deep: int = 5000):
 
 
 def _label(labels: dict, x) -> str:
-    from ..autograd import Function
+    from ..node import Function
 
     if isinstance(x, Function):
         return labels.get(x, f"{x.name} (a node from some other graph)")
@@ -129,7 +129,7 @@ def _uses(labels: dict, consumers: list) -> str:
 
 def _consumer_edges(nodes) -> list:
     """Every (consumer, producer) edge between graph nodes, in a stable order."""
-    from ..autograd import Function
+    from ..node import Function
 
     return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
 
@@ -142,7 +142,8 @@ def check_topo_order(fn) -> None:
     different lengths, a deep chain), against the nodes the engine's own
     ``_topological_order`` reaches.
     """
-    from ..autograd import Function, _topological_order
+    from ..autograd import _topological_order
+    from ..node import Function
 
     cases = _graph_cases()
     for what, loss, labels in cases:
@@ -215,7 +216,8 @@ def check_dependency_counts(fn) -> None:
     against the counts the engine's ``_dependencies`` writes into each node's record
     (``node.record["pending"]``) before backward starts.
     """
-    from ..autograd import Function, _dependencies
+    from ..autograd import _dependencies
+    from ..node import Function
 
     cases = _graph_cases()
     for what, loss, labels in cases:

@@ -250,7 +250,7 @@ def candidates(trace) -> list[Candidate]:
 
 def _inplace_programs():
     """``(title, run)`` pairs: each ``run()`` records one small program and returns its trace."""
-    from ..autograd import no_grad
+    from ..grad_mode import no_grad
     from ..creation import Generator, randn
     from ..memory.trace import record
 

@@ -200,7 +200,7 @@ def _leak_cases():
     from ..functions.loss import mse_loss
     from ..memory.trace import Trace
     from ..nn import MLP
-    from ..autograd import no_grad
+    from ..grad_mode import no_grad
     from ..optim import SGD
 
     manual_seed(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..autograd import Function
+from ..node import Function
 from ..tensor import Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
 

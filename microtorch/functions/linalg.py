@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function
+from ..node import Function
 from .broadcast import operands, unbroadcast
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function
+from ..node import Function
 from ..tensor import Tensor, _dim
 
 _REDUCTIONS = ("mean", "sum", "none")

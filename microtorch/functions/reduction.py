@@ -8,7 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..autograd import Function
+from ..node import Function
 from ..tensor import Tensor
 
 

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ..autograd import Function
+from ..node import Function
 from ..tensor import Tensor, _dim
 from .shape import IndexAdd
 

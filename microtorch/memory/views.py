@@ -1,7 +1,7 @@
 """Which live tensors are *differentiable views* of which storage.
 
 Every tensor a view op makes (``x[1:]``, ``x.T``, ``x.reshape(...)`` when zero-copy, ...)
-is registered here by :meth:`microtorch.autograd.Function.apply`, with whether grad mode
+is registered here by :meth:`microtorch.node.Function.apply`, with whether grad mode
 was on when it was made. In-place ops need this: writing into a view of ``base`` changes
 the values every other live view of ``base`` reads, so their ``grad_fn`` must be rebuilt
 as views of the *new* base (see :mod:`microtorch.functions.inplace`). PyTorch does the

@@ -38,7 +38,8 @@ import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
 from .. import dtypes
-from ..autograd import grad_homes, no_grad
+from ..autograd import grad_homes
+from ..grad_mode import no_grad
 from ..memory.storage import empty_storage
 from ..tensor import Tensor, repoint
 

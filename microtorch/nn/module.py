@@ -14,7 +14,8 @@ from typing import Iterator
 import numpy as np
 
 from .. import dtypes
-from ..autograd import grad_homes, no_grad
+from ..autograd import grad_homes
+from ..grad_mode import no_grad
 from ..tensor import Tensor, repoint
 from .parameter import Parameter
 
