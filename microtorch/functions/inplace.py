@@ -27,7 +27,7 @@ an inplace operation" error instead of computing with the wrong numbers.
   Again decided exactly, with :func:`~microtorch.memory.alias.alias`. The same view on
   both sides (``x.add_(x)``) is fine.
 
-**Autograd.** An in-place op is a :class:`~microtorch.autograd.Function` like any other
+**Autograd.** An in-place op is a :class:`~microtorch.node.Function` like any other
 (class ``Add_``, node ``Add_Backward``): its ``forward`` writes into the first input's
 bytes. Afterwards the written tensor *is* the op's output, so its ``grad_fn`` becomes the
 new node (its history is "rebased"). Its backward must not need the overwritten values:
@@ -64,7 +64,8 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..autograd import Function, is_grad_enabled, no_grad
+from ..grad_mode import is_grad_enabled, no_grad
+from ..node import Function
 from ..memory import views as _views
 from ..memory.alias import alias, layout, overlaps_itself
 from ..tensor import Tensor
@@ -300,17 +301,23 @@ class Add_(_InplaceOp):
         return g, go if ctx.alpha == 1 else go * ctx.alpha
 
 
+def _save_operand_and_old(ctx, x, o) -> None:
+    """For x ← x·o and x ← x/o: keep a number operand as is; save a tensor operand, plus a
+    (differentiable) copy of x's old values only when o's own gradient will need them."""
+    if not isinstance(o, Tensor):
+        ctx.number = o
+    elif is_grad_enabled() and o.requires_grad:
+        ctx.save_for_backward(o, clone(x))
+    else:
+        ctx.save_for_backward(o)
+
+
 class Mul_(_InplaceOp):
     """x ← x · o;  d/dx = o, d/do = x_old (a copy of x_old is kept only if o requires grad)."""
 
     @staticmethod
     def forward(ctx, x, o):
-        if not isinstance(o, Tensor):
-            ctx.number = o
-        else:
-            keep_old = is_grad_enabled() and o.requires_grad
-            old = clone(x) if keep_old else None  # differentiable: second derivatives need it
-            ctx.save_for_backward(*((o, old) if keep_old else (o,)))
+        _save_operand_and_old(ctx, x, o)
         out = writable(x)
         np.multiply(out, _data(o), out=out, casting="unsafe")
         return x._data
@@ -332,11 +339,7 @@ class Div_(_InplaceOp):
 
     @staticmethod
     def forward(ctx, x, o):
-        if not isinstance(o, Tensor):
-            ctx.number = o
-        else:
-            keep_old = is_grad_enabled() and o.requires_grad
-            ctx.save_for_backward(*((o, clone(x)) if keep_old else (o,)))
+        _save_operand_and_old(ctx, x, o)
         out = writable(x)
         np.true_divide(out, _data(o), out=out)
         return x._data
