@@ -13,7 +13,9 @@ Two graphs, each timed as one training-style iteration — clear the leaves' gra
 
 Peers: PyTorch CPU eager (the target: microtorch within 0.5x of its time), plain numpy
 with forward and backward written out by hand (the floor: arithmetic without any engine),
-and micrograd (scalar autograd, for scale).
+the seed article's "tinytorch" (:mod:`benchmarks.tinytorch`: numpy arrays, closures and a
+topological sort, nothing else — the floor for any Python engine, so the gap to it is what
+microtorch's memory model and checks cost), and micrograd (scalar autograd, for scale).
 
 Every engine gets the same weights and inputs, and before timing the run checks that
 microtorch's gradients (or loss, for micrograd) agree with each peer's.
@@ -23,12 +25,13 @@ from __future__ import annotations
 import numpy as np
 
 from .harness import Row, measure, measure_many
+from . import tinytorch
 from .peers import micrograd_or_skip, torch_or_skip
 
 GROUP = "small_graphs"
 TARGET = "<= 0.5x torch"
 BATCH, SIZES = 16, (16, 16, 16, 1)
-PEERS = ("torch", "numpy", "micrograd")
+PEERS = ("torch", "numpy", "tinytorch", "micrograd")
 
 
 def _data(seed=0):
@@ -231,6 +234,7 @@ def run(quick: bool) -> list[Row]:
     if torch is not None:
         engines["torch"] = _tensor_engine(torch)
     engines["numpy"] = _numpy_engine()
+    engines["tinytorch"] = _tensor_engine(tinytorch)
     if mg is not None:
         engines["micrograd"] = _micrograd_engine(mg)
 
@@ -251,7 +255,7 @@ def run(quick: bool) -> list[Row]:
                 del built["microtorch"]
         # microtorch, torch and numpy take turns (their ratios are the point);
         # micrograd, 100x slower on the MLP, is timed on its own
-        side_by_side = {e: built[e][0] for e in ("microtorch", "torch", "numpy") if e in built}
+        side_by_side = {e: built[e][0] for e in ("microtorch", "torch", "numpy", "tinytorch") if e in built}
         stats = measure_many(side_by_side, quick)
         if "micrograd" in built:
             stats["micrograd"] = measure(built["micrograd"][0], quick)
@@ -263,7 +267,7 @@ def run(quick: bool) -> list[Row]:
                     gc_notes[eng] = (f"{eng} with gc on: {on.cell()} µs "
                                      f"({on.median_us / stats[eng].median_us:.2f}x its gc-off time)")
 
-        skips = {"torch": torch_skip, "numpy": None, "micrograd": mg_skip}
+        skips = {"torch": torch_skip, "numpy": None, "tinytorch": None, "micrograd": mg_skip}
         for peer in PEERS:
             skip, target = skips[peer], TARGET if peer == "torch" else "-"
             row = Row(GROUP, name, stats=stats.get("microtorch"), peer=peer,
@@ -278,6 +282,10 @@ def run(quick: bool) -> list[Row]:
                 else:
                     row.notes.append(f"results agree with {peer}")
             row.notes += [gc_notes[e] for e in ("microtorch", peer) if e in gc_notes]
+            if peer == "torch" and "torch" in stats and "tinytorch" in stats:
+                floor = stats["tinytorch"].median_us / stats["torch"].median_us
+                row.notes.append(f"the floor for a Python engine: tinytorch (closures over numpy, no "
+                                 f"allocator, records or checks) takes {floor:.2f}x torch's time")
             if target != "-" and row.ratio is not None:
                 row.met = row.ratio <= 0.5
             rows.append(row)
