@@ -1,9 +1,9 @@
 """The seed article's "tinytorch" as a benchmark peer: the least a numpy autograd engine can be.
 
 A tensor is a numpy array, a ``grad``, its parents and a closure that pushes its gradient
-to them (the design of ``../shared/seeds/001_*``, with gradients accumulated instead of
-overwritten, and broadcasting reduced back for the bias add). ``backward`` is a recursive
-topological sort and one call per closure. There is nothing else: no storages or
+to them (the seed's design, with gradients accumulated instead of overwritten, and
+broadcasting reduced back for the bias add). ``backward`` is a recursive topological sort
+and one call per closure. There is nothing else: no storages or
 refcounts, no allocator, no node records, no version counters, no shape or dtype checks,
 no trace, no higher-order gradients.
 
