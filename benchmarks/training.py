@@ -346,8 +346,9 @@ def _train_rows(quick: bool, torch, torch_skip, blas: _Blas, defaults: dict) -> 
 
     shape = (f"batch {BATCH}, MLP {' -> '.join(map(str, SIZES))}, relu, float32, cross-entropy, "
              f"SGD lr {LR}; one iteration = opt.zero_grad(), forward, loss.backward(), opt.step() "
-             "(each library's own zero_grad default: microtorch fills its flat gradient buffer "
-             "with 0, torch sets .grad to None); raw numpy = forward, backward by hand, in-place SGD")
+             "(zero_grad's default in both libraries: .grad = None; microtorch's next backward "
+             "copies each gradient into its flat gradient buffer); raw numpy = forward, backward "
+             "by hand, in-place SGD")
     threads = (f"BLAS threads: 1 for every engine — torch.set_num_threads(1) (torch's default "
                f"here: {defaults['torch'] or '?'}), numpy's {blas.name} set to 1 through "
                f"{blas.how or 'nothing (not found: left as is)'} (its default here: "

@@ -8,16 +8,15 @@ PyTorch's per-parameter loop, so the numbers match PyTorch's step for step::
 
     opt = mt.optim.Adam(model.parameters(), lr=1e-3)
     for x, y in loader:
-        opt.zero_grad()            # one fill(0) of the gradient buffer
-        loss_fn(model(x), y).backward()   # accumulates into the gradient buffer in place
+        opt.zero_grad()            # every .grad to None (the buffer stays)
+        loss_fn(model(x), y).backward()   # writes each gradient into its slice of the buffer
         opt.step()                 # p -= lr · m̂ / (√v̂ + ε) on the whole buffer at once
 
 A parameter whose ``.grad`` is None is skipped (as in PyTorch): the update then runs over
 the runs of neighbouring parameters that do have one.
 
-Differences from PyTorch, on purpose: ``zero_grad()`` defaults to ``set_to_none=False``
-(the gradients are views of one buffer, cheaper to fill than to rebuild), and a learning
-rate of 0 is refused (PyTorch accepts ``lr=0``; here it is almost always a bug).
+Difference from PyTorch, on purpose: a learning rate of 0 is refused (PyTorch accepts
+``lr=0``; here it is almost always a bug).
 """
 from __future__ import annotations
 
@@ -95,12 +94,9 @@ class Optimizer:
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
 
     # -- the loop ----------------------------------------------------------------------------
-    def zero_grad(self, set_to_none: bool = False) -> None:
-        """One ``fill(0)`` of each group's gradient buffer (``set_to_none=True``: ``.grad = None``).
-
-        The default differs from PyTorch's (``set_to_none=True``): here the gradients are
-        views of one flat buffer, and filling it is cheaper than rebuilding the views.
-        """
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Every ``.grad`` to None (PyTorch's default), or with ``set_to_none=False`` one
+        ``fill(0)`` of each group's gradient buffer (see :meth:`FlatParameters.zero_grad`)."""
         for flat in self._flats:
             flat.zero_grad(set_to_none)
 
@@ -170,6 +166,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        self._scratch: dict[np.dtype, np.ndarray] = {}  # per dtype: room for lr · d, reused every step
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
 
@@ -199,7 +196,14 @@ class SGD(Optimizer):
                 else:
                     buf += d  # no temporary for the common case
             d = d + mu * buf if group["nesterov"] else buf
-        p -= lr * d
+        p -= np.multiply(d, lr, out=self._room(p))  # = p − lr·d, with no temporary as large as p
+
+    def _room(self, p: np.ndarray) -> np.ndarray:
+        """A scratch array of p's size and dtype, the same memory every step."""
+        buf = self._scratch.get(p.dtype)
+        if buf is None or buf.size < p.size:
+            buf = self._scratch[p.dtype] = np.empty(p.size, p.dtype)
+        return buf[:p.size]
 
 
 class Adam(Optimizer):

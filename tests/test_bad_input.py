@@ -100,6 +100,26 @@ def test_matmul_incompatible_shapes(sa, sb, fragments):
     check(RuntimeError, lambda: mt.matmul(mt.ones(*sa), mt.ones(*sb)), "matmul", *fragments)
 
 
+@pytest.mark.parametrize("x, w, b, exc, fragments", [
+    ((4, 3), (5, 2), None, RuntimeError, ["linear", "[4, 3]", "[5, 2]", "3", "2"]),
+    ((4, 3), (5, 3), (4,), RuntimeError, ["linear", "bias", "[4]", "[4, 5]"]),
+    ((4, 3), (5, 3), (2, 4, 5), RuntimeError, ["bias", "[2, 4, 5]"]),
+    ((), (5, 3), None, RuntimeError, ["linear", "at least 1 dimension"]),
+    ((4, 3), (2, 5, 3), None, RuntimeError, ["weight", "2-D", "[2, 5, 3]"]),
+])
+def test_linear_incompatible_shapes(x, w, b, exc, fragments):
+    bias = None if b is None else mt.ones(*b)
+    check(exc, lambda: mt.nn.functional.linear(mt.ones(*x), mt.ones(*w), bias), *fragments)
+
+
+def test_linear_dtypes_and_types():
+    x, w = mt.ones(4, 3), mt.ones(5, 3)
+    check(RuntimeError, lambda: mt.nn.functional.linear(x.double(), w), "same dtype", "float64", "float32")
+    check(RuntimeError, lambda: mt.nn.functional.linear(x, w, mt.ones(5).double()), "bias", "float64")
+    check(TypeError, lambda: mt.nn.functional.linear(np.ones((4, 3), np.float32), w), "Tensors", "ndarray")
+    check(RuntimeError, lambda: mt.nn.Linear(3, 5)(mt.ones(4, 2)), "[4, 2]", "[5, 3]")
+
+
 def test_mse_loss_shape_mismatch():
     check(ValueError, lambda: mt.mse_loss(mt.ones(4, 1), mt.ones(4)), "mse_loss", "[4, 1]", "[4]")
 
@@ -111,6 +131,10 @@ def test_cross_entropy_targets():
     check(TypeError, lambda: mt.cross_entropy(logits, mt.tensor([0.0, 1.0])), "integer", "float32")
     check(ValueError, lambda: mt.cross_entropy(logits, mt.tensor([0, 1, 2])), "[3]", "[2]")
     check(ValueError, lambda: mt.cross_entropy(logits, mt.tensor([0, 1]), reduction="avg"), "reduction", "avg")
+    check(ValueError, lambda: mt.cross_entropy(mt.ones(2, 3, 4), mt.tensor([0, 1])), "cross_entropy",
+          "[2, 3, 4]")
+    check(IndexError, lambda: mt.cross_entropy(mt.ones(3), mt.tensor(3)), "3", "out of bounds")  # unbatched
+    check(TypeError, lambda: mt.nll_loss(logits, mt.tensor([0.0, 1.0])), "nll_loss", "integer")
 
 
 def test_view_of_a_non_contiguous_tensor_says_use_reshape():

@@ -246,6 +246,23 @@ def test_matmul_1d_with_nd(batch, k, m, seed):
     check(mt.matmul, normal(seed, batch + (m, k)), normal(seed + 1, (k,)))
 
 
+# -- linear (x Wᵀ + b as one op) ----------------------------------------------------------------
+@OPS
+@given(array_shapes(min_dims=0, max_dims=2, max_side=3), dims, dims,
+       st.sampled_from(["none", "vector", "one", "full"]), seeds)
+def test_linear_with_batch_dims_and_any_bias(batch, k, m, bias, seed):
+    """x of shape batch + (k,) — 1-D when batch is () — W (m, k), and no bias, b (m,), a
+    broadcast b (1,), or one bias per output element."""
+    x, w = normal(seed, batch + (k,)), normal(seed + 1, (m, k))
+    if bias == "none":
+        check(mt.nn.functional.linear, x, w)
+        return
+    b = normal(seed + 2, {"vector": (m,), "one": (1,), "full": batch + (m,)}[bias])
+    check(mt.nn.functional.linear, x, w, b)
+    check(lambda x, w: mt.nn.functional.linear(x, w, mt.tensor(b)), x, w)  # a constant bias
+    check(lambda w, b: mt.nn.functional.linear(mt.tensor(x), w, b), w, b)  # x needs no gradient
+
+
 # -- reductions ---------------------------------------------------------------------------------
 @st.composite
 def shape_and_dims(draw, max_dims=3):
@@ -479,6 +496,8 @@ SECOND = [
     ("sum_mean_var", lambda x: x.sum(0) * x.mean() + x.var(-1)),
     ("amax", lambda x: x.amax(0) * x),
     ("index_cat", lambda x: mt.cat([x[[0, 0]], x.T[:1].T.expand(-1, 2).T], 0) ** 2),
+    ("linear", lambda x: mt.nn.functional.linear(x, x * x, x[0])),
+    ("cross_entropy", lambda x: mt.cross_entropy(x * x, mt.tensor([1, 0]), reduction="none")),
 ]
 
 

@@ -41,6 +41,12 @@ OPS = {
     "clamp": lambda x: x.clamp(0.7, 1.2) ** 3, "where": lambda x: mt.where(x > 1, x ** 2, x ** 3),
     "maximum": lambda x: mt.maximum(x, 1 - x) ** 3,
     "cross_entropy": lambda x: mt.cross_entropy(x * x, mt.tensor([0, 1, 3])),
+    "cross_entropy_sum": lambda x: mt.cross_entropy(x * x, mt.tensor([0, 1, 3]), reduction="sum") ** 2,
+    "cross_entropy_none": lambda x: mt.cross_entropy(x * x, mt.tensor([0, 1, 3]), reduction="none") ** 2,
+    "cross_entropy_1d": lambda x: mt.cross_entropy(x[0] * x[1], mt.tensor(2)) ** 2,
+    "linear": lambda x: F.linear(x, x[:2] * x[1:], x[0, :2]) ** 2,
+    "linear_batched_no_bias": lambda x: F.linear(x.reshape(3, 2, 2), x[:2, 2:]) ** 2,
+    "linear_1d": lambda x: F.linear(x[1], x[:2] ** 2, x[2, :2]) ** 2,
     "mse_loss": lambda x: mt.mse_loss(x ** 2, mt.zeros(3, 4, dtype=mt.float64)),
     "layer_norm": lambda x: F.layer_norm(x, 4) ** 3,
     "embedding": lambda x: F.embedding(mt.tensor([2, 0, 2]), x) ** 3,
@@ -76,6 +82,26 @@ def test_a_wrong_second_derivative_is_caught():
         return g + g.detach() * 0.1  # value shifted, slope not: d/dx disagrees
     with pytest.raises(mt.GradcheckError):
         mt.gradcheck(wrong, [x])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_third_derivative_of_cross_entropy(reduction):
+    """Cross-entropy's backward is an op of its own (CrossEntropyGrad); its backward must be
+    right too: the derivative of a second derivative, against central differences — with
+    respect to the logits and to a weight the loss is multiplied by (the incoming gradient)."""
+    rng = np.random.default_rng(3)
+    x = mt.tensor(rng.uniform(-1, 1, (3, 4)), dtype=mt.float64, requires_grad=True)
+    a = mt.tensor(rng.uniform(0.5, 1.5, 3 if reduction == "none" else ()), dtype=mt.float64,
+                  requires_grad=True)
+    t = mt.tensor([0, 3, 1])
+
+    def second(x, a):
+        with mt.enable_grad():
+            (g,) = mt.grad((mt.cross_entropy(x * x, t, reduction) * a).sum(), x, create_graph=True)
+            (h,) = mt.grad((g * g).sum(), x, create_graph=True)
+        return h
+
+    assert mt.gradcheck(second, [x, a])
 
 
 def test_third_derivative_of_tanh():

@@ -174,6 +174,31 @@ def test_linear_computes_x_wT_plus_b_and_gradchecks():
     assert mt.gradcheck(lambda x, w, b: F.linear(x, w, b), [x, lin.weight, lin.bias])
 
 
+def test_linear_is_one_node_that_saves_only_what_its_gradients_read(no_cycle_collector):
+    lin = nn.Linear(3, 2)
+    x = mt.randn(4, 3)  # data: needs no gradient, so nothing will need W for dL/dx
+    w_refs = lin.weight.storage.refcount
+    y = lin(x)
+    assert y.grad_fn.name == "LinearBackward"
+    assert [e for e, _ in y.grad_fn.next_functions] == [None, lin.weight, lin.bias]
+    assert x.storage.refcount == 2 and lin.weight.storage.refcount == w_refs  # x saved, W not
+    h = lin(mt.randn(4, 3, requires_grad=True))
+    assert lin.weight.storage.refcount == w_refs + 1  # now dL/dx needs W
+    del y, h
+    assert x.storage.refcount == 1 and lin.weight.storage.refcount == w_refs
+
+
+def test_cross_entropy_is_one_node_and_its_backward_one_op():
+    logits = mt.randn(4, 3, requires_grad=True)
+    loss = mt.cross_entropy(logits, mt.tensor([0, 2, 1, 2]))
+    assert loss.grad_fn.name == "CrossEntropyBackward"
+    (g,) = mt.grad(loss, logits, create_graph=True)
+    assert g.grad_fn.name == "CrossEntropyGradBackward"
+    s = mt.softmax(logits, 1).detach().numpy()
+    s[np.arange(4), [0, 2, 1, 2]] -= 1
+    np.testing.assert_allclose(g.detach().numpy(), s / 4, rtol=1e-6)
+
+
 def test_layer_norm_normalises_and_gradchecks():
     x = f64(5, 6)
     y = F.layer_norm(x, 6).detach().numpy()
@@ -353,7 +378,7 @@ def test_gradients_in_the_buffer_equal_unflattened_gradients():
         np.testing.assert_allclose(pb.grad.numpy(), pa.grad.numpy(), rtol=1e-13)
 
 
-def test_zero_grad_is_one_fill_and_set_to_none_refills_the_same_views(no_cycle_collector):
+def test_zero_grad_sets_none_and_backward_refills_the_same_views(no_cycle_collector):
     model = nn.MLP(4, [8], 3)
     flat = nn.flatten_parameters(model)
     x, y = mt.randn(6, 4), mt.tensor([0, 1, 2, 0, 1, 2])
@@ -361,11 +386,13 @@ def test_zero_grad_is_one_fill_and_set_to_none_refills_the_same_views(no_cycle_c
     views = [p.grad for p in model.parameters()]
     assert np.abs(flat.grad.numpy()).sum() > 0
     version = flat.grad.storage.version
-    model.zero_grad()
+    model.zero_grad(set_to_none=False)
     assert flat.grad.storage.version == version + 1  # one write: the single fill(0)
     assert np.all(flat.grad.numpy() == 0) and [p.grad for p in model.parameters()] == views
-    model.zero_grad(set_to_none=True)
+    version = flat.grad.storage.version
+    model.zero_grad()  # PyTorch's default: set_to_none=True, and nothing is written
     assert all(p.grad is None for p in model.parameters())
+    assert flat.grad.storage.version == version
     with mt.trace() as tr:
         mt.cross_entropy(model(x), y).backward()
     assert not [e for e in tr.events if e["kind"] == "alloc" and e["tag"] == "gradient"]
@@ -375,9 +402,9 @@ def test_zero_grad_is_one_fill_and_set_to_none_refills_the_same_views(no_cycle_c
 def test_unflattened_zero_grad_works_too():
     lin = nn.Linear(2, 2)
     lin(mt.ones(1, 2)).sum().backward()
-    lin.zero_grad()
+    lin.zero_grad(set_to_none=False)
     assert np.all(lin.weight.grad.numpy() == 0)
-    lin.zero_grad(set_to_none=True)
+    lin.zero_grad()
     assert lin.weight.grad is None
 
 

@@ -167,6 +167,22 @@ def test_matmul(sa, sb):
     run_both(lambda F, a, b: a @ b, rng.standard_normal(sa), rng.standard_normal(sb))
 
 
+LINEAR_SHAPES = [  # x, W, b (None: no bias)
+    ((4, 3), (5, 3), (5,)), ((4, 3), (5, 3), None), ((3,), (5, 3), (5,)), ((3,), (5, 3), None),
+    ((2, 4, 3), (5, 3), (5,)), ((2, 1, 4, 3), (2, 3), None), ((4, 3), (5, 3), (1,)),
+    ((4, 3), (5, 3), (4, 5)), ((4, 3), (3,), None),
+]
+
+
+@pytest.mark.parametrize("sx, sw, sb", LINEAR_SHAPES, ids=[f"{x}x{w}+{b}" for x, w, b in LINEAR_SHAPES])
+def test_linear(sx, sw, sb):
+    rng = np.random.default_rng(len(sx) * 10 + len(sw))
+    arrays = [rng.standard_normal(s) for s in (sx, sw, sb) if s is not None]
+    out, _ = run_both(lambda F, *a: (mt.nn.functional if F is mt else torch.nn.functional).linear(*a), *arrays)
+    if len(sw) == 2:
+        assert out.grad_fn.name == "LinearBackward"  # one node per layer (PyTorch: AddmmBackward0, ...)
+
+
 REDUCTIONS = {
     "sum": lambda F, x: x.sum(),
     "sum1": lambda F, x: x.sum(1),
@@ -331,6 +347,22 @@ def test_second_derivative_matches_torch():
         return g * g
 
     run_both(hessian_vector, x)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_second_derivative_of_cross_entropy_matches_torch(reduction):
+    """Through CrossEntropyGrad (cross-entropy's backward, an op): a Hessian-vector product
+    of the logits, and of a weight the loss is scaled by."""
+    rng = np.random.default_rng(12)
+    logits, w = rng.standard_normal((5, 4)) * 2, rng.uniform(0.5, 1.5, 5 if reduction == "none" else ())
+    target, v = np.array([0, 3, 3, 1, 2]), rng.standard_normal((5, 4))
+
+    def hvp(F, z, a):
+        grad = mt.grad if F is mt else torch.autograd.grad
+        (g,) = grad((_ce(F, z, target, reduction) * a).sum(), z, create_graph=True)
+        return g * (mt.tensor(v) if F is mt else torch.tensor(v))
+
+    run_both(hvp, logits, w)
 
 
 def test_float32_programs_close_to_torch():

@@ -2,7 +2,7 @@
 from .broadcast import unbroadcast
 from .elementwise import (abs, add, clamp, clone, div, exp, log, maximum, minimum, mul, neg, pow, relu,
                           sigmoid, sqrt, sub, tanh, where)
-from .linalg import matmul
+from .linalg import linear, matmul
 from .loss import cross_entropy, log_softmax, mse_loss, nll_loss, softmax
 from .reduction import amax, amin, max, mean, min, sum, var
 from .shape import (broadcast_to, cat, expand, flatten, index, permute, reshape, squeeze, stack,

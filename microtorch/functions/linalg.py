@@ -1,9 +1,12 @@
-"""Matrix multiplication: 1-D (dot), 2-D, and batched with broadcast batch dimensions."""
+"""Matrix multiplication: 1-D (dot), 2-D, and batched with broadcast batch dimensions; and
+the linear layer's y = x Wᵀ + b as one op."""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..node import Function
+from ..tensor import Tensor
 from .broadcast import operands, unbroadcast
 
 
@@ -51,7 +54,7 @@ class Matmul(Function):
         (sa, sb), (need_a, need_b) = ctx.shapes, ctx.needs_input_grad
         if len(sa) == 2 and len(sb) == 2:  # the common case, without the general bookkeeping
             gb = None
-            if need_b:  # b = W.T (a linear layer): (gᵀa)ᵀ, so W's gradient comes back contiguous
+            if need_b:  # b = W.T (x @ W.T written out): (gᵀa)ᵀ, so W's gradient comes back contiguous
                 gb = (g.mT @ a).mT if ctx.b_transposed else a.mT @ g
             return (g @ b.mT if need_a else None, gb)
         g2 = g.unsqueeze(-1) if len(sb) == 1 else g  # first: for 1-D @ 1-D, g is 0-d
@@ -70,3 +73,99 @@ class Matmul(Function):
 
 def matmul(a, b):
     return Matmul.apply(*operands(a, b))
+
+
+class Linear(Function):
+    """y = x Wᵀ + b for x of shape (…, in), W (out, in), b broadcasting to (…, out) or None;
+
+        dL/dx = G W,   dL/dW = Gᵀ x,   dL/db = G summed down to b's shape,
+
+    with G = dL/dy, and in Gᵀ x every leading dimension of G and x flattened into rows.
+
+    One node instead of three (``W.T``, ``@``, ``+ b``): the product goes straight into the
+    result's storage and the bias is added there in place; backward computes ``dL/dW`` as
+    ``Gᵀ x``, which comes out contiguous in W's own layout. Each gradient is computed only
+    if its input needs it, and forward saves only what those gradients read (x for dL/dW,
+    W for dL/dx; dL/db needs neither). Backward is written in microtorch ops, so it is
+    differentiable again (``create_graph=True``).
+
+    PyTorch records the same computation as ``AddmmBackward0`` (2-D x with a bias: its
+    matrix kernel ``addmm`` computes b + x Wᵀ), ``MmBackward0`` (no bias) or a view node
+    over them (other x); here it is one ``LinearBackward`` node per layer, whatever x is.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        need_x, need_w = (ctx.needs_input_grad or (False, False))[:2]
+        ctx.save_for_backward(x if need_w else None, weight if need_x else None)
+        ctx.bias_shape = None if bias is None else bias.shape
+        out_features = weight.shape[0]
+        y = ctx.empty(x.shape[:-1] + (out_features,), x.dtype)
+        rows = y.reshape(-1, out_features) if x.ndim > 1 else y  # a view: y is contiguous
+        np.matmul(x._data.reshape(-1, x.shape[-1]) if x.ndim > 2 else x._data, weight._data.T, out=rows)
+        if bias is not None:
+            y += bias._data
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        gx = g @ weight if need_x else None
+        gw = gb = None
+        if need_w:
+            if x.ndim == 1:  # an outer product
+                gw = g.unsqueeze(1) @ x.unsqueeze(0)
+            elif x.ndim == 2:
+                gw = g.mT @ x
+            else:
+                gw = g.reshape(-1, g.shape[-1]).mT @ x.reshape(-1, x.shape[-1])
+        if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
+            if ctx.bias_shape == g.shape[-1:]:  # the usual bias (out,): sum over the rows
+                gb = g.sum(dim=tuple(range(g.ndim - 1))) if g.ndim > 1 else g
+            else:
+                gb = unbroadcast(g, ctx.bias_shape)
+        return (gx, gw) if ctx.bias_shape is None else (gx, gw, gb)
+
+
+def _broadcasts_to(shape, target) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
+def linear(x, weight, bias=None):
+    """y = x Wᵀ + b (PyTorch's ``F.linear``): x (…, in) or (in,), W (out, in), b (out,) or None.
+
+    A 1-D W gives y = x · W (+ b), as in PyTorch. x, W and b must share one dtype (as in
+    PyTorch: convert the input, x.float(), or the model, model.double()).
+    """
+    if not (isinstance(x, Tensor) and isinstance(weight, Tensor)
+            and (bias is None or isinstance(bias, Tensor))):
+        raise TypeError(f"linear: input, weight and bias must be Tensors (bias may be None), got "
+                        f"{type(x).__name__}, {type(weight).__name__} and {type(bias).__name__}")
+    if x.ndim == 0 or weight.ndim == 0:
+        raise RuntimeError(f"linear: both input and weight need at least 1 dimension, but they have "
+                           f"{x.ndim} and {weight.ndim} (shapes {list(x.shape)} and {list(weight.shape)})")
+    if weight.ndim > 2:
+        raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
+                           f"{list(weight.shape)}")
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
+        names = ", ".join(f"{what} {dtypes.name(t.dtype)}" for what, t in
+                          (("input", x), ("weight", weight), ("bias", bias)) if t is not None)
+        raise RuntimeError(f"linear: input, weight and bias must have the same dtype, got {names}; "
+                           "convert the input (x.float()) or the model (model.double())")
+    if x.shape[-1] != weight.shape[-1]:
+        raise RuntimeError(f"linear: input of shape {list(x.shape)} and weight of shape "
+                           f"{list(weight.shape)} cannot be multiplied (in_features: the input's "
+                           f"last dimension is {x.shape[-1]}, the weight's is {weight.shape[-1]})")
+    if weight.ndim == 1:
+        y = x @ weight
+        return y if bias is None else y + bias
+    out_shape = x.shape[:-1] + weight.shape[:1]
+    if bias is not None and bias.shape != weight.shape[:1] and not _broadcasts_to(bias.shape, out_shape):
+        raise RuntimeError(f"linear: bias of shape {list(bias.shape)} does not broadcast to the "
+                           f"output shape {list(out_shape)} (it should be [{weight.shape[0]}], "
+                           "one value per output feature)")
+    return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)

@@ -1,6 +1,6 @@
 """Softmax and losses. ``log_softmax`` and ``nll_loss`` are ops of their own (stable and
-fast); ``cross_entropy`` is their composition, as in PyTorch; ``mse_loss`` is built from
-smaller ops."""
+fast); ``cross_entropy`` is their composition computed as one op (one pass over the logits,
+one node); ``mse_loss`` is built from smaller ops."""
 from __future__ import annotations
 
 import numpy as np
@@ -65,6 +65,79 @@ class NllLoss(Function):
         return hot * (g.unsqueeze(1) if ctx.reduction == "none" else g)
 
 
+class CrossEntropy(Function):
+    """Cross-entropy of logits x (N, C) and class indices t, log-softmax and nll in one:
+
+        ℓᵢ = log Σⱼ exp(xᵢⱼ) − xᵢ,tᵢ   (computed shifted by the row max, so it cannot overflow),
+        L = Σᵢ ℓᵢ / N ("mean"), Σᵢ ℓᵢ ("sum") or the ℓᵢ themselves ("none");
+        dL/dx = (softmax(x) − onehot(t)) · g / N  ("mean"),  · g  ("sum"),  · gᵢ per row ("none").
+
+    The same numbers as ``nll_loss(log_softmax(x, 1), t)``, in one pass and one node.
+    Forward keeps softmax(x), which it computes anyway, and backward is one op,
+    :class:`CrossEntropyGrad`, that starts from it. PyTorch records the composition
+    (``NllLossBackward0`` after ``LogSoftmaxBackward0``); here the node is ``CrossEntropyBackward``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, target, reduction):
+        ctx.target, ctx.reduction = target, reduction
+        e = x._data - x._data.max(axis=1, keepdims=True)
+        picked = e[np.arange(x.shape[0]), target]  # the shifted logits of the targets (a copy)
+        np.exp(e, out=e)
+        total = e.sum(axis=1, keepdims=True)
+        losses = np.log(total[:, 0])
+        losses -= picked
+        if ctx.needs_input_grad:  # backward starts from softmax(x) = e / Σ e: keep it
+            probs = Tensor._empty(x.shape, x.dtype)
+            np.divide(e, total, out=probs._data)
+            ctx.save_for_backward(x, probs)
+        if reduction == "none":
+            return losses
+        return losses.sum() / (x.shape[0] if reduction == "mean" else 1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, probs = ctx.saved_tensors
+        n = x.shape[0] if ctx.reduction == "mean" else 1
+        return CrossEntropyGrad.apply(x, g, probs._data, ctx.target, n)
+
+
+class CrossEntropyGrad(Function):
+    """Cross-entropy's gradient as an op:  D = (s − onehot(t)) ⊙ c  with s = softmax(x) and
+    c = g / n (g 0-d: one factor for all rows; g of shape (N,): one per row). With G = dL/dD:
+
+        dL/dx = s ⊙ (Gc − Σⱼ Gc ⊙ s)   with Gc = G ⊙ c   (softmax's backward),
+        dL/dg = Σⱼ G ⊙ (s − onehot(t)) / n   (summed over the rows too when g is 0-d).
+
+    So cross-entropy's backward is one node, not four (softmax, −, ÷, ·), and with
+    ``create_graph=True`` this op's own backward gives the second derivative. PyTorch does
+    the same with log_softmax, whose backward is an op with a derivative of its own
+    (``_log_softmax_backward_data``). Forward takes s as computed by cross-entropy's forward;
+    backward (needed only for higher derivatives) recomputes it as a node of the graph.
+    """
+
+    @staticmethod
+    def forward(ctx, x, g, probs, target, n):
+        ctx.save_for_backward(x, g)
+        ctx.target, ctx.n = target, n
+        d = ctx.empty(probs.shape, probs.dtype)
+        np.copyto(d, probs)
+        d[np.arange(d.shape[0]), target] -= 1
+        c = g._data / n
+        d *= c[:, None] if g.ndim else c
+        return d
+
+    @staticmethod
+    def backward(ctx, G):
+        x, g = ctx.saved_tensors
+        s = softmax(x, 1)
+        hot = np.zeros(x.shape, dtype=x.dtype)
+        hot[np.arange(x.shape[0]), ctx.target] = 1
+        gc = G * ((g.unsqueeze(1) if g.ndim else g) / ctx.n)
+        gg = (G * (s - Tensor._wrap(hot))).sum(dim=1 if g.ndim else None) / ctx.n
+        return s * (gc - (gc * s).sum(dim=1, keepdim=True)), gg
+
+
 def softmax(x, dim):
     return Softmax.apply(x, dim)
 
@@ -78,33 +151,41 @@ def _check_reduction(op, reduction):
         raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
+def _class_indices(op, x, target) -> np.ndarray:
+    """``target`` as a numpy array of class indices for the rows of ``x`` (N, C), checked."""
+    if x.ndim != 2:
+        raise ValueError(f"{op}: expected input of shape (N, C), got {list(x.shape)}")
+    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)  # numpy() keeps its bytes alive
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{op}: target must hold integer class indices, got dtype {t.dtype.name} "
+                        "(for probabilities use a different loss; convert labels with .long())")
+    if t.shape != (x.shape[0],):
+        raise ValueError(f"{op}: target shape {list(t.shape)} does not match the batch: input is "
+                         f"{list(x.shape)}, so target must have shape [{x.shape[0]}]")
+    bad = (t < 0) | (t >= x.shape[1])
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad][0])} is out of bounds: there are {x.shape[1]} "
+                         f"classes, so targets must lie in 0..{x.shape[1] - 1}")
+    return t
+
+
 def nll_loss(logp, target, reduction="mean"):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``logp`` (N, C)."""
     _check_reduction("nll_loss", reduction)
-    if logp.ndim != 2:
-        raise ValueError(f"nll_loss: expected input of shape (N, C), got {list(logp.shape)}")
-    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)  # numpy() keeps its bytes alive
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {t.dtype.name} "
-                        "(for probabilities use a different loss; convert labels with .long())")
-    if t.shape != (logp.shape[0],):
-        raise ValueError(f"nll_loss: target shape {list(t.shape)} does not match the batch: input is "
-                         f"{list(logp.shape)}, so target must have shape [{logp.shape[0]}]")
-    bad = (t < 0) | (t >= logp.shape[1])
-    if bad.any():
-        raise IndexError(f"Target {int(t[bad][0])} is out of bounds: there are {logp.shape[1]} "
-                         f"classes, so targets must lie in 0..{logp.shape[1] - 1}")
-    return NllLoss.apply(logp, t, reduction)
+    return NllLoss.apply(logp, _class_indices("nll_loss", logp, target), reduction)
 
 
 def cross_entropy(logits, target, reduction="mean"):
-    """log_softmax over classes, then nll_loss — logits (N, C) or (C,), class-index targets."""
+    """``nll_loss(log_softmax(logits, 1), target)`` as one op (:class:`CrossEntropy`) —
+    logits (N, C) or (C,), class-index targets."""
     _check_reduction("cross_entropy", reduction)
+    if logits.ndim not in (1, 2):
+        raise ValueError(f"cross_entropy: expected logits of shape (N, C) or (C,), got {list(logits.shape)}")
     if logits.ndim == 1:
         t = target.reshape(1) if isinstance(target, Tensor) else np.reshape(target, 1)
-        loss = nll_loss(log_softmax(logits.unsqueeze(0), 1), t, reduction)
+        loss = cross_entropy(logits.unsqueeze(0), t, reduction)
         return loss.squeeze(0) if reduction == "none" else loss
-    return nll_loss(log_softmax(logits, 1), target, reduction)
+    return CrossEntropy.apply(logits, _class_indices("cross_entropy", logits, target), reduction)
 
 
 def mse_loss(input, target, reduction="mean"):  # noqa: A002 — PyTorch's name

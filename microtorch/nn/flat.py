@@ -8,11 +8,11 @@ their gradients ONE flat storage too::
 
 Each parameter stays the same Python object, but its bytes become a view of its slice of
 the parameter buffer (``np.shares_memory(p.numpy(), flat.data.numpy())``), and its
-``.grad`` becomes a view of its slice of the gradient buffer. Backward then accumulates
-every parameter's gradient in place into that one buffer (``leaf.grad += g`` writes
-through the view), so an optimizer can update *all* parameters with a few vectorized numpy
-calls over two flat arrays, ``zero_grad()`` is one ``fill(0)``, and the global gradient
-norm is one dot product.
+``.grad`` becomes a view of its slice of the gradient buffer. Backward then writes every
+parameter's gradient into that one buffer (copied into the view, or ``leaf.grad += g``
+through it when a gradient is already there), so an optimizer can update *all* parameters
+with a few vectorized numpy calls over two flat arrays, and the global gradient norm is
+one dot product.
 
 **Refcounts.** Moving a parameter is :func:`microtorch.tensor.repoint`: +1 on the flat
 storage, −1 on its old storage (freed if the parameter was its only holder). So the
@@ -21,8 +21,10 @@ buffer's is 1 + one per gradient view.
 
 **``.grad`` is None until the first backward**, as in PyTorch: the view is registered as
 the parameter's *gradient home* (:data:`microtorch.autograd.grad_homes`), and the first
-gradient is copied into it — no allocation. ``zero_grad(set_to_none=True)`` sets every
-``.grad`` back to None and the next backward refills the homes the same way.
+gradient is copied into it — no allocation. ``zero_grad()`` sets every ``.grad`` back to
+None (PyTorch's default) and the next backward refills the homes the same way: one write
+of the buffer per step. ``zero_grad(set_to_none=False)`` is one ``fill(0)`` of the buffer
+instead, and backward then adds into the zeros (a fill, then a read and a write).
 
 Differences from PyTorch, on purpose: views you took of a parameter *before* flattening
 keep reading the old bytes; after ``backward(create_graph=True)`` a parameter's ``.grad``
@@ -150,11 +152,10 @@ class FlatParameters:
                 start, members = self.offsets[i], [i]
         return runs
 
-    def zero_grad(self, set_to_none: bool = False) -> None:
-        """Every gradient to zero with ONE ``fill(0)`` of the gradient buffer.
-
-        ``set_to_none=True`` sets every ``.grad`` to None instead (nothing is filled); the
-        next backward copies the first gradient into the buffer again.
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Every ``.grad`` to None (nothing is written; the next backward copies each first
+        gradient into the buffer), or with ``set_to_none=False`` every gradient to zero with
+        ONE ``fill(0)`` of the gradient buffer.
         """
         self.check()
         if set_to_none:

@@ -1,26 +1,20 @@
 """The math of the layers as functions (``mt.nn.functional``, PyTorch's ``F``).
 
-Modules hold parameters; these functions say what they compute. Each is built from
-microtorch ops, so its backward — and with ``create_graph=True`` its second derivative —
-comes from the ops' own backward functions.
+Modules hold parameters; these functions say what they compute. Each is a microtorch op
+(``linear``, the activations and losses) or built from them, so its backward — and with
+``create_graph=True`` its second derivative — comes from the ops' own backward functions.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..creation import default_generator
-from ..functions import (cross_entropy, log_softmax, mse_loss, nll_loss, relu, sigmoid, softmax,
-                         tanh)
+from ..functions import (cross_entropy, linear, log_softmax, mse_loss, nll_loss, relu, sigmoid,
+                         softmax, tanh)
 from ..tensor import Tensor
 
 __all__ = ["cross_entropy", "dropout", "embedding", "layer_norm", "linear", "log_softmax",
            "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "tanh"]
-
-
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """y = x Wᵀ + b  (W has shape (out_features, in_features), as in PyTorch)."""
-    y = x @ weight.T
-    return y if bias is None else y + bias
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) -> Tensor:

@@ -180,13 +180,9 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none: bool = False) -> None:
-        """Reset every parameter's gradient — one ``fill(0)`` when they live in a flat buffer.
-
-        Differs from PyTorch on purpose: ``set_to_none`` defaults to False, because the
-        gradients are views of one flat buffer that is cheaper to fill than to rebuild.
-        ``set_to_none=True`` works as in PyTorch (``.grad`` becomes None).
-        """
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's gradient: ``.grad = None`` (PyTorch's default), or with
+        ``set_to_none=False`` zeros — one ``fill(0)`` when the parameters live in a flat buffer."""
         from .flat import flat_of
 
         params = list(self.parameters())
