@@ -83,7 +83,8 @@ def measure(fn: Callable[[], object], quick: bool, **kwargs) -> Stats:
 def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bool = False,
                  min_repeat_s: float | None = None, repeats: int | None = None,
                  budget_s: float | None = None,
-                 scopes: dict[str, Callable[[], ContextManager]] | None = None) -> dict[str, Stats]:
+                 scopes: dict[str, Callable[[], ContextManager]] | None = None,
+                 settle: int = 0) -> dict[str, Stats]:
     """Time several callables side by side; ``{name: Stats}`` of per-call time.
 
     Each callable is warmed up, then gets a call count ``n`` so one repeat lasts about
@@ -105,6 +106,12 @@ def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bo
     entered before the clock starts and left after it stops — for a configuration that
     must hold only while that callable runs (``mt.memory.use_heap``, a new ``mt.trace()``
     per repeat so a recording does not grow without bound).
+
+    ``settle`` untimed calls open each repeat (after the collection, inside the scope).
+    Taking turns means each repeat starts right after the other callables ran and pushed
+    this one's buffers out of the CPU caches; for a step that works on megabytes (a training
+    step), that first cold call is an artifact of the turns — a training loop runs one
+    engine on and on — and with few calls per repeat it would weigh on the median.
     """
     min_repeat_s = min_repeat_s if min_repeat_s is not None else (0.01 if quick else 0.05)
     repeats = repeats if repeats is not None else (5 if quick else 21)
@@ -117,12 +124,14 @@ def measure_many(fns: dict[str, Callable[[], object]], quick: bool, *, gc_on: bo
         return scopes[name]() if name in scopes else contextlib.nullcontext()
 
     def timed(name: str, fn, number: int) -> float:
-        """Seconds for ``number`` calls (the collection before them is not timed)."""
+        """Seconds for ``number`` calls (the collection and settling calls before them are not timed)."""
         gc.collect()
         with scope(name):
             if not gc_on:
                 gc.disable()
             try:
+                for _ in range(settle):
+                    fn()
                 t0 = clock()
                 for _ in range(number):
                     fn()

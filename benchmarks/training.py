@@ -15,7 +15,9 @@ over 10 classes, SGD (lr 0.1). One iteration is the whole loop body::
   nn.Linear)``), ``F.cross_entropy``, ``torch.optim.SGD``.
 
 All three start from the same seeded weights and data, and before timing the group checks
-that their losses agree over a few steps (rtol 1e-4).
+that their losses agree over a few steps (rtol 1e-4). The engines take turns, and each
+repeat opens with one untimed step: the first step after another engine's runs on cold
+caches (it evicted this engine's megabytes), which a training loop never sees.
 
 **BLAS threads.** Nearly all of this step is two 256×784×256 matrix products. numpy uses
 OpenBLAS, PyTorch uses MKL (through its own matmul paths), and each has its own thread
@@ -338,7 +340,7 @@ def _train_rows(quick: bool, torch, torch_skip, blas: _Blas, defaults: dict) -> 
         except Exception as e:
             errors[name] = f"{type(e).__name__}: {e}"
     checks = _check_losses(built, errors)
-    stats = measure_many(built, quick)
+    stats = measure_many(built, quick, settle=1)  # each repeat: one untimed step first (see harness)
     after = {}
     for name, step in built.items():  # every engine kept training while timed: show it stayed sane
         after[name] = step()
