@@ -23,7 +23,7 @@ import numpy as np
 
 from .grad_mode import set_grad_enabled
 from .memory import trace as _trace
-from .memory.storage import empty_storage
+from .memory.nodes import PENDING
 from .node import Function, _edge
 from .tensor import Tensor
 
@@ -40,8 +40,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     those tensors (leaves, or non-leaves whose ``.grad`` then gets filled, as in PyTorch).
     """
     roots = _roots(tensors, grad_tensors, create_graph)
-    only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
-    sink = functools.partial(_accumulate_into_leaf, create_graph=create_graph, only=only)
+    if inputs is None and not create_graph:
+        sink = _accumulate_into_leaf  # the common case, without a partial's keyword call
+    else:
+        only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
+        sink = functools.partial(_accumulate_into_leaf, create_graph=create_graph, only=only)
     wanted: dict = {}  # non-leaf inputs, by the node that produced them
     for t in () if inputs is None else _as_tuple(inputs):
         if t.grad_fn is not None:
@@ -49,7 +52,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
     def on_node(node, g):
         for t in wanted.get(node, ()):
-            _accumulate_into_leaf(t, g, create_graph=create_graph, only=None)
+            _accumulate_into_leaf(t, g, create_graph)
 
     _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
          create_graph=create_graph, order=order, on_node=on_node if wanted else None)
@@ -115,10 +118,11 @@ def _roots(tensors, grads, create_graph):
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                    f"(this output has shape {list(t.shape)}); pass gradient=... "
                                    f"of that shape, or reduce it first, e.g. .sum()")
-            g = Tensor._wrap(np.ones(t.shape, dtype=t.dtype))
+            g = Tensor._empty(t.shape, t.dtype)
+            g._data.fill(1)
         elif not isinstance(g, Tensor):
             g = Tensor._wrap(np.asarray(g, dtype=t.dtype))
-        if tuple(g.shape) != tuple(t.shape):
+        if g.shape != t.shape:  # numpy shapes are tuples
             raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(g.shape)} "
                                f"and output[0] has a shape of {list(t.shape)}.")
         roots.append((_edge(t), g, t))
@@ -164,7 +168,7 @@ class GradHomes:
 grad_homes = GradHomes()
 
 
-def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> None:
+def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, only=None) -> None:
     """Centralized gradient accumulation: ``leaf.grad += g`` (or set it the first time)."""
     if only is not None and id(leaf) not in only:
         return
@@ -174,13 +178,12 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool, only) -> 
         if create_graph:
             leaf.grad = g
         elif grad_homes and (home := grad_homes.get(leaf)) is not None:
-            np.copyto(home._data, g._data)  # straight into the flat gradient buffer
+            home._data[...] = g._data  # straight into the flat gradient buffer
             home._storage.version += 1
             leaf.grad = home
         else:
-            storage = empty_storage(g.numel(), g.dtype, "gradient")
-            leaf.grad = Tensor._over(storage.data.reshape(g.shape), storage)
-            np.copyto(leaf.grad._data, g._data)
+            leaf.grad = Tensor._empty(g.shape, g.dtype, "gradient")
+            leaf.grad._data[...] = g._data
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
@@ -198,18 +201,18 @@ def _dependencies(roots) -> list:
     Returns the reachable nodes."""
     stack = [r for r, _, _ in roots if isinstance(r, Function)]
     for node in stack:
-        _alive(node).record["pending"] = 0
+        _alive(node).words[PENDING] = 0
     reachable, seen = list(stack), set(stack)
     while stack:
         node = stack.pop()
         for e in node.next:
             if isinstance(e, Function):
                 if e not in seen:
-                    _alive(e).record["pending"] = 0
+                    _alive(e).words[PENDING] = 0
                     seen.add(e)
                     reachable.append(e)
                     stack.append(e)
-                e.record["pending"] += 1
+                e.words[PENDING] += 1
     return reachable
 
 
@@ -228,7 +231,7 @@ def _alive(node: "Function") -> "Function":
 
 def _pending(nodes) -> dict:
     """node id -> pending count, read from the records (0 for nodes already released)."""
-    return {_trace.node_id(n): (int(n.record["pending"]) if n.record is not None else 0) for n in nodes}
+    return {_trace.node_id(n): (n.words[PENDING] if n.words is not None else 0) for n in nodes}
 
 
 def _topological_order(roots) -> list:
@@ -285,7 +288,7 @@ def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, r
                     _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
             return
         reachable = _dependencies(roots)
-        ready = [r for r, _, _ in roots if isinstance(r, Function) and r.record["pending"] == 0]
+        ready = [r for r, _, _ in roots if isinstance(r, Function) and r.words[PENDING] == 0]
         ready = list(dict.fromkeys(ready))
         if rec is not None:
             rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
@@ -306,9 +309,10 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
     grads = type(node).backward(node, g)
     if not isinstance(grads, tuple):
         grads = (grads,)
-    if len(grads) != len(node.next):
-        raise RuntimeError(f"function {node.name} returned {len(grads)} gradients, expected {len(node.next)}")
-    for i, (edge, gi, shape) in enumerate(zip(node.next, grads, node.input_shapes)):
+    edges = node.next
+    if len(grads) != len(edges):
+        raise RuntimeError(f"function {node.name} returned {len(grads)} gradients, expected {len(edges)}")
+    for i, (edge, gi, shape) in enumerate(zip(edges, grads, node.input_shapes)):
         if edge is None or gi is None:
             continue
         if gi.shape != shape:
@@ -317,9 +321,9 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
         if isinstance(edge, Function):
             buffers[edge] = buffers[edge] + gi if edge in buffers else gi
             if ready is not None:
-                record = edge.record
-                record["pending"] -= 1
-                if record["pending"] == 0:
+                words = edge.words
+                words[PENDING] -= 1
+                if words[PENDING] == 0:
                     ready.append(edge)
         else:
             sink(edge, gi)

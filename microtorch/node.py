@@ -10,7 +10,8 @@ as the output's ``grad_fn``; it records
   holding a storage reference, so the bytes stay alive exactly as long as backward may need
   them, and a version check refuses bytes an in-place op changed since;
 * ``record``: its 64-byte record in the node arena (:mod:`microtorch.memory.nodes`), where
-  the backward engine (:mod:`microtorch.autograd`) keeps its dependency count.
+  the backward engine (:mod:`microtorch.autograd`) keeps its dependency count (``words``:
+  the same bytes as int32 words, for the engine's hot reads and writes).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from .memory import trace as _trace
 from .memory.nodes import nodes as _node_arena
 from .memory.storage import empty_storage
 from .memory.views import register as _register_view
-from .tensor import Tensor
+from .tensor import Tensor, _init
 
 
 # --------------------------------------------------------------------------------------------
@@ -71,8 +72,6 @@ class SavedTensor:
         if self.leaf is not None:
             return self.leaf
         t = object.__new__(Tensor)
-        from .tensor import _init
-
         grad_fn = node if self.is_output else self.grad_fn
         return _init(t, self.data, self.storage, None, self.requires_grad, grad_fn)
 
@@ -128,6 +127,7 @@ class Function:
     _retained = None  # weakrefs to outputs that asked for retain_grad()
     _nid = None  # id in a recorded trace
     record = None  # this node's 64-byte record in the node arena (None once released)
+    words = None  # the record's bytes as sixteen int32 words (None once released)
 
     # -- ctx API (used inside forward) -----------------------------------------------------
     def save_for_backward(self, *tensors: Tensor | None) -> None:
@@ -159,7 +159,7 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
         ctx = cls()
-        inputs = [a for a in args if type(a) is Tensor or isinstance(a, Tensor)]
+        inputs = [a for a in args if isinstance(a, Tensor)]
         requires_grad = False
         if grad_mode._grad_enabled:
             for t in inputs:
@@ -169,27 +169,28 @@ class Function:
                     break
         out = cls.forward(ctx, *args, **kwargs)  # may read ctx.needs_input_grad to save less
         grad_fn = ctx if requires_grad else None
-        if ctx._out is not None and out is ctx._out[0]:
-            result = Tensor._over(out, ctx._out[1], requires_grad, grad_fn)
-            ctx._out = None
+        made = ctx._out
+        if made is not None and out is made[0]:
+            result = _init(object.__new__(Tensor), out, made[1], None, requires_grad, grad_fn)
         elif cls.is_view and (np.may_share_memory(out, inputs[0]._storage.data) or (out.size == 0 and out.base is not None)):
             result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
             _register_view(result, grad_mode._grad_enabled)  # in-place writes rebase live views
         else:
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
-        if requires_grad:
+        if requires_grad:  # record the node (without a graph, ctx is dropped right here)
+            ctx._out = None
             ctx.input_shapes = tuple([t._data.shape for t in inputs])
             ctx.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
             to_save = ctx._to_save
-            if any(t is None for t in to_save):  # forward skipped what no gradient needs: remember the positions
-                ctx._saved_layout = tuple(t is not None for t in to_save)
-            saved = [SavedTensor(t, ctx) for t in to_save if t is not None]
-            if ctx._save_output:
-                saved.append(SavedTensor(result, ctx, is_output=True))
-            ctx.saved = tuple(saved)
-            ctx.record = _node_arena.new(ctx)
-        if ctx._to_save:
-            ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
+            if to_save or ctx._save_output:
+                saved = [SavedTensor(t, ctx) for t in to_save if t is not None]
+                if len(saved) != len(to_save):  # forward skipped what no gradient needs: remember the positions
+                    ctx._saved_layout = tuple([t is not None for t in to_save])
+                if ctx._save_output:
+                    saved.append(SavedTensor(result, ctx, is_output=True))
+                ctx.saved = tuple(saved)
+                ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
+            ctx.record, ctx.words = _node_arena.new(ctx)
         rec = _trace.active
         if rec is not None:
             rec.emit("op", op=cls.__name__, phase=rec.phase,
@@ -215,14 +216,16 @@ class Function:
 
     def __del__(self):
         # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too
-        self._let_go(dropped=True)
+        # (nothing to do for a node never recorded: an op run without a graph)
+        if self.record is not None or self.saved:
+            self._let_go(dropped=True)
 
     def _let_go(self, dropped: bool) -> None:
         for s in self.saved:
             s.release(self)
         record = self.record
         if record is not None:
-            self.record = None
+            self.record = self.words = None
             _node_arena.free(self)
         rec = _trace.active
         if rec is not None and (record is not None or not dropped):

@@ -212,10 +212,8 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None,
                  order: str = "deps") -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see :func:`microtorch.autograd.backward`)."""
-        from .autograd import backward
-
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
-                 inputs=inputs, order=order)
+        _autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                           inputs=inputs, order=order)
 
     def detach(self) -> "Tensor":
         """Same bytes, no graph: a view that does not require grad."""
@@ -376,10 +374,13 @@ def repoint(t: Tensor, array: np.ndarray, storage: Storage) -> None:
 
 def _dim(dim: int, ndim: int, op: str) -> int:
     """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
+    n = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
+    if not -n <= dim < n:
         raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "
-                         f"dimension(s) (valid: {-max(ndim, 1)} .. {max(ndim, 1) - 1})")
-    return dim % max(ndim, 1)
+                         f"dimension(s) (valid: {-n} .. {n - 1})")
+    return dim % n
 
 
 _methods()
+# last: autograd builds on Tensor; imported here once, not inside backward() (~1 µs a call)
+from . import autograd as _autograd  # noqa: E402

@@ -16,7 +16,8 @@ def _broadcasting(ctx, op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
     """``fn(a, b)`` with PyTorch's broadcasting, written straight into the result's storage."""
     x, y = a._data, b._data
     shape = x.shape
-    if shape != y.shape:
+    # numpy works out the result's shape, unless y's shape ends x's (a bias row, a scalar): then it is x's
+    if shape != y.shape and shape[len(shape) - len(y.shape):] != y.shape:
         try:
             shape = np.broadcast_shapes(shape, y.shape)
         except ValueError:
@@ -212,7 +213,7 @@ class Relu(Function):
     def backward(ctx, g):
         (z,) = ctx.saved_tensors
         mask = Tensor._empty(z.shape, g.dtype)
-        np.greater(z._data, 0, out=mask._data)
+        mask._data[...] = z._data > 0  # a bool array cast on copy: faster than greater(..., out=float)
         return g * mask
 
 

@@ -4,6 +4,7 @@ reduced dimensions (a broadcast), so ``keepdim`` only changes the shape bookkeep
 from __future__ import annotations
 
 import builtins
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -50,7 +51,7 @@ class Sum(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         dims = reduced_dims("sum", dim, x.ndim)
         ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
-        return np.sum(x._data, axis=dims, keepdims=keepdim)
+        return x._data.sum(axis=dims, keepdims=keepdim)  # the method: np.sum's wrapper costs ~1 µs more
 
     @staticmethod
     def backward(ctx, g):
@@ -67,8 +68,8 @@ class Mean(Function):
                                f"point, got {x.dtype.name}; use x.float().mean()")
         dims = reduced_dims("mean", dim, x.ndim)
         ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
-        ctx.n = x.numel() // builtins.max(int(np.prod(ctx.kept)), 1) if x.numel() else 0
-        return np.mean(x._data, axis=dims, keepdims=keepdim)
+        ctx.n = x.numel() // builtins.max(math.prod(ctx.kept), 1) if x.numel() else 0
+        return x._data.mean(axis=dims, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g):

@@ -31,7 +31,7 @@ class View(Function):
     def forward(ctx, x, shape):
         ctx.shape = x.shape
         try:
-            return np.reshape(x._data, shape, copy=False)
+            return x._data.reshape(shape, copy=False)  # the methods skip np.*'s dispatch (~0.5 µs)
         except ValueError:
             known = int(np.prod([n for n in shape if n != -1]))
             fits = (known > 0 and x.numel() % known == 0) if -1 in shape else known == x.numel()
@@ -57,7 +57,7 @@ class Reshape(Function):
     def forward(ctx, x, shape):
         ctx.shape = x.shape
         try:
-            return np.reshape(x._data, shape)
+            return x._data.reshape(shape)
         except ValueError:
             raise _bad_shape(shape, x) from None
 
@@ -82,7 +82,7 @@ class Permute(Function):
         for i, d in enumerate(dims):
             inverse[d] = i
         ctx.inverse = tuple(inverse)
-        return np.transpose(x._data, dims)
+        return x._data.transpose(dims)
 
     @staticmethod
     def backward(ctx, g):
@@ -97,7 +97,7 @@ class Transpose(Function):
     @staticmethod
     def forward(ctx, x, dim0, dim1):
         ctx.dims = _dim(dim0, x.ndim, "transpose"), _dim(dim1, x.ndim, "transpose")
-        return np.swapaxes(x._data, *ctx.dims) if x.ndim else x._data.view()  # a 0-d tensor: itself
+        return x._data.swapaxes(*ctx.dims) if x.ndim else x._data.view()  # a 0-d tensor: itself
 
     @staticmethod
     def backward(ctx, g):
@@ -150,10 +150,11 @@ class Expand(Function):
         if lead < 0:
             raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater "
                                f"or equal to the number of dimensions in the tensor ({x.ndim})")
-        target = tuple(x.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
+        target = shape if -1 not in shape else tuple(x.shape[i - lead] if n == -1 and i >= lead else n
+                                                     for i, n in enumerate(shape))
         ctx.shape = x.shape
         try:
-            return np.broadcast_to(x._data, target)
+            return _broadcast(x._data, target)
         except ValueError:
             raise RuntimeError(f"expand: the expanded size {list(shape)} must match the existing size "
                                f"{list(x.shape)} at every non-singleton dimension") from None
@@ -163,6 +164,25 @@ class Expand(Function):
         from .broadcast import unbroadcast
 
         return unbroadcast(g, ctx.shape)
+
+
+def _broadcast(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``np.broadcast_to(a, shape)``: a read-only view of ``a`` with stride 0 along new dims
+    and size-1 dims (as numpy sets them). Built straight from the strides when ``a`` is
+    contiguous (numpy's own walks an nditer: ~2 µs, twice as long); anything else, and
+    shapes that do not broadcast (ValueError), go to numpy."""
+    lead = len(shape) - a.ndim
+    strides = [0] * lead
+    for n, m, step in zip(shape[lead:], a.shape, a.strides):
+        if n != m and m != 1:
+            return np.broadcast_to(a, shape)
+        strides.append(0 if m == 1 else step)
+    try:
+        view = np.ndarray(shape, a.dtype, a, 0, strides)
+    except ValueError:  # a is not contiguous, or a size is negative
+        return np.broadcast_to(a, shape)
+    view.flags.writeable = False
+    return view
 
 
 def _index_key(key):

@@ -15,25 +15,31 @@ As in the C engine, a function node is not a heap object of its own but a 64-byt
 =================  =====================================================================
 
 What a record cannot hold — the backward code, the saved tensors, shapes — stays on the
-Python node object, which keeps a view of its record. Backward counts dependencies *in
-the records*. A record is freed when its node is released after backward (or dropped),
-and when the last live record goes the arena resets in one step: the next graph reuses
-the same bytes. Records are typed (a structured numpy array per chunk), so the node
-arena is its own small bump allocator rather than an :class:`Arena` of raw bytes.
+Python node object, which keeps a view of its record (``node.record``, a numpy structured
+scalar, for reading) and the same 64 bytes as sixteen int32 words (``node.words``, a
+``memoryview``) for the engine's hot reads and writes: a numpy scalar's field costs
+~300 ns to update, a memoryview word ~40 ns. Backward counts dependencies *in the
+records* (word :data:`PENDING`). A record is freed when its node is released after
+backward (or dropped), and when the last live record goes the arena resets in one step:
+the next graph reuses the same bytes. Records are typed (a structured numpy array per
+chunk), so the node arena is its own small bump allocator rather than an :class:`Arena`
+of raw bytes.
 """
 from __future__ import annotations
 
 import numpy as np
 
-
-_FIELDS = [("op", "<i4"), ("n_inputs", "<i4"), ("inputs", "<i4", (4,)), ("n_saved", "<i4"),
-           ("saved", "<i4", (4,)), ("pending", "<i4"), ("slot", "<i4")]
+# native-endian int32 fields, so the int32 memoryview words read the same numbers
+_FIELDS = [("op", "=i4"), ("n_inputs", "=i4"), ("inputs", "=i4", (4,)), ("n_saved", "=i4"),
+           ("saved", "=i4", (4,)), ("pending", "=i4"), ("slot", "=i4")]
 RECORD = np.dtype({"names": [f[0] for f in _FIELDS], "formats": [f[1:] if len(f) > 2 else f[1] for f in _FIELDS],
                    "itemsize": 64})  # 52 bytes of fields, padded to the cache line
 assert RECORD.itemsize == 64, "a node record is one 64-byte cache line"
+WORDS = RECORD.itemsize // 4  # int32 words per record
+# each field's first word within a record
+OP, N_INPUTS, INPUTS, N_SAVED, SAVED, PENDING, SLOT = (RECORD.fields[name][1] // 4 for name in RECORD.names)
 
 LEAF, NO_GRAD = -1, -2
-_PAD, _ZEROS = [NO_GRAD] * 4, [0] * 4
 
 OPS: list[str] = []  # op names, in the order ops first made a node
 _op_index: dict[type, int] = {}
@@ -60,6 +66,7 @@ class NodeArena:
     def __init__(self, capacity: int = 1024, growth: float = 1.5, name: str = "node arena"):
         self.name, self.growth = name, growth
         self.chunks: list[np.ndarray] = [np.zeros(capacity, dtype=RECORD)]
+        self._words = [_words(self.chunks[0])]  # each chunk as int32 words
         self._bases = [0]  # slot number of each chunk's first record
         self._chunk = 0  # chunk the top is in
         self.top = 0  # next free slot
@@ -72,29 +79,34 @@ class NodeArena:
         """Records the arena can hold before it has to chain another chunk."""
         return self._bases[-1] + len(self.chunks[-1])
 
-    def new(self, node) -> np.void:
-        """The next record, filled in from ``node``'s edges and saved tensors."""
+    def new(self, node) -> tuple[np.void, memoryview]:
+        """The next record, filled in from ``node``'s edges and saved tensors: a structured
+        view of it and its int32 words (both write to the arena's bytes)."""
         slot = self.top
         chunk = self.chunks[self._chunk]
         i = slot - self._bases[self._chunk]
         if i == len(chunk):
             if self._chunk + 1 == len(self.chunks):
                 self.chunks.append(np.zeros(max(1, int(self.capacity * (self.growth - 1))), dtype=RECORD))
+                self._words.append(_words(self.chunks[-1]))
                 self._bases.append(slot)
                 self.growths += 1
             self._chunk += 1
             chunk, i = self.chunks[self._chunk], 0
         edges, saved = node.next, node.saved
-        inputs = [_input_code(e) for e in edges[:4]]
-        ids = [s.storage.id for s in saved[:4]]
-        chunk[i] = (op_id(type(node)), len(edges), inputs + _PAD[len(inputs):], len(saved),
-                    ids + _ZEROS[len(ids):], 0, slot)
+        n_inputs, n_saved = len(edges), len(saved)
+        words = self._words[self._chunk][i * WORDS: (i + 1) * WORDS]
+        words[OP], words[N_INPUTS], words[N_SAVED] = op_id(type(node)), n_inputs, n_saved
+        for k in range(4):  # word by word: cheaper than a structured-array row or struct.pack_into
+            words[INPUTS + k] = _input_code(edges[k]) if k < n_inputs else NO_GRAD
+            words[SAVED + k] = saved[k].storage.id if k < n_saved else 0
+        words[PENDING], words[SLOT] = 0, slot
         self.top = slot + 1
         self.live += 1
         self.allocations += 1
         if self.top > self.high_water:
             self.high_water = self.top
-        return chunk[i]  # a view of the record: writes go to the arena's bytes
+        return chunk[i], words
 
     def free(self, node) -> None:
         """``node`` is done (released after backward, or its graph dropped); the arena resets
@@ -126,8 +138,13 @@ class NodeArena:
 def _input_code(edge) -> int:
     if edge is None:
         return NO_GRAD
-    record = getattr(edge, "record", None)
-    return LEAF if record is None else int(record["slot"])
+    words = getattr(edge, "words", None)  # a leaf tensor has none; a released node's is None
+    return LEAF if words is None else words[SLOT]
+
+
+def _words(chunk: np.ndarray) -> memoryview:
+    """The chunk's bytes as int32 words (record ``i`` is words ``16 i`` to ``16 i + 15``)."""
+    return memoryview(chunk).cast("B").cast("i")
 
 
 nodes = NodeArena()

@@ -65,12 +65,10 @@ class Pool:
         self.slabs: list[list[np.ndarray]] = [[] for _ in self.classes]
         self.free_lists: list[list[Block]] = [[] for _ in self.classes]
         self.held: list[tuple[int, Block]] = []  # (epoch freed, block) waiting for release
-        self.in_use: list[int] = [0] * len(self.classes)
         self._carve: list[int] = [0] * len(self.classes)  # next unused offset in the class's last slab
         self.epoch = 0
-        self.live: dict[int, Block] = {}
-        self.requested = 0  # bytes asked for by live blocks
-        self.reserved = 0  # bytes those blocks occupy (class sizes, or exact for direct blocks)
+        self.live: dict[int, Block] = {}  # (``requested`` and ``in_use`` are counted from it when asked)
+        self.reserved = 0  # bytes live blocks occupy (class sizes, or exact for direct blocks)
         self.peak = 0
         self.allocations = self.reuse_hits = self.direct_allocations = 0
         self.direct_bytes = 0
@@ -91,29 +89,28 @@ class Pool:
 
     # -- allocating -------------------------------------------------------------------------
     def alloc(self, nbytes: int, tag: str = "") -> Block:
-        if nbytes < 0:
-            raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
         t0 = time.perf_counter_ns()
-        c = self.size_class(nbytes)
+        if 0 <= nbytes <= _SMALL:
+            c = self._small[nbytes]
+        elif nbytes < 0:
+            raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
+        else:
+            c = self.size_class(nbytes)
         reused = False
         if c is None:
             block = Block(self, -1, 0, nbytes, nbytes, 0, tag, aligned_buffer(nbytes, self.alignment))
             self.direct_allocations += 1
             self.direct_bytes += nbytes
+        elif self.free_lists[c]:
+            old = self.free_lists[c].pop()
+            # Same bytes, new handle: the old Block stays dead, so whoever still holds it
+            # gets "use after free" / "double free" instead of the new owner's bytes.
+            block = Block(self, old.chunk, old.offset, nbytes, old.size, 0, tag, old.memory, 0, c)
+            self.reuse_hits += 1
+            reused = True
         else:
-            size = self.classes[c]
-            if self.free_lists[c]:
-                old = self.free_lists[c].pop()
-                # Same bytes, new handle: the old Block stays dead, so whoever still holds it
-                # gets "use after free" / "double free" instead of the new owner's bytes.
-                block = Block(self, old.chunk, old.offset, nbytes, size, 0, tag, old.memory, size_class=c)
-                self.reuse_hits += 1
-                reused = True
-            else:
-                block = self._carve_block(c, size, nbytes, tag)
-            self.in_use[c] += 1
+            block = self._carve_block(c, self.classes[c], nbytes, tag)
         self.live[block.id] = block
-        self.requested += nbytes
         self.reserved += block.size
         if self.reserved > self.peak:
             self.peak = self.reserved
@@ -145,17 +142,15 @@ class Pool:
             raise AllocatorError(f"{self.name}: double free of {block!r}")
         block.live = False
         del self.live[block.id]
-        self.requested -= block.nbytes
         self.reserved -= block.size
-        if block.size_class is None:
+        c = block.size_class
+        if c is None:
             self.direct_bytes -= block.nbytes
             block.memory = None  # a direct block goes straight back to the system
+        elif self.defer_epochs:
+            self.held.append((self.epoch, block))
         else:
-            self.in_use[block.size_class] -= 1
-            if self.defer_epochs:
-                self.held.append((self.epoch, block))
-            else:
-                self.free_lists[block.size_class].append(block)
+            self.free_lists[c].append(block)
         rec = _trace.active
         if rec is not None:
             rec.emit("free_block", allocator=self.name, block=block.id,
@@ -181,16 +176,30 @@ class Pool:
 
     # -- numbers ----------------------------------------------------------------------------
     @property
+    def requested(self) -> int:
+        """Bytes asked for by live blocks."""
+        return sum(b.nbytes for b in self.live.values())
+
+    @property
+    def in_use(self) -> list[int]:
+        """Live blocks per size class."""
+        counts = [0] * len(self.classes)
+        for b in self.live.values():
+            if b.size_class is not None:
+                counts[b.size_class] += 1
+        return counts
+
+    @property
     def fragmentation(self) -> float:
         """Internal fragmentation of live blocks: 1 − requested / reserved."""
         return 1 - self.requested / self.reserved if self.reserved else 0.0
 
     def class_table(self) -> list[dict]:
         """Per size class: blocks in use, on the free list, held back, and bytes reserved in slabs."""
-        held = [0] * len(self.classes)
+        held, in_use = [0] * len(self.classes), self.in_use
         for _, b in self.held:
             held[b.size_class] += 1
-        return [{"size": size, "in_use": self.in_use[c], "free": len(self.free_lists[c]),
+        return [{"size": size, "in_use": in_use[c], "free": len(self.free_lists[c]),
                  "held": held[c], "slab_bytes": sum(s.nbytes for s in self.slabs[c])}
                 for c, size in enumerate(self.classes)
                 if self.slabs[c]]
