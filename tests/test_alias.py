@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import microtorch as mt
-from microtorch.memory.alias import Layout, alias, byte_ranges, overlaps_itself
+from microtorch.memory.aliasing import Layout, alias, byte_ranges, overlaps_itself
 
 
 # -- random strided views of one storage ------------------------------------------------------

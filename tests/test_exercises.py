@@ -671,7 +671,7 @@ def test_reference_solutions_pass_06(check, solution, capsys):
 def test_view_checkers_use_the_engines_own_answers():
     # the engine's extent and alias verdicts are what the checkers compare with
     from microtorch.exercises import views
-    from microtorch.memory.alias import layout
+    from microtorch.memory.aliasing import layout
 
     mt.exercises.check_extent(lambda off, shape, strides: layout(
         mt.zeros(64).as_strided(shape, strides, off)).extent())

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import microtorch as mt
-from microtorch.memory.inplace_plan import _peak
+from microtorch.memory.inplace_analysis import _peak
 
 
 class Ops:

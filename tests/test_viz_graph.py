@@ -11,7 +11,7 @@ import microtorch as mt
 from microtorch.memory.trace import Trace
 from microtorch.viz import graph, palette
 from microtorch.viz.dot import GraphPicture, dot_to_svg
-from microtorch.viz.events import describe_event, select_steps
+from microtorch.viz.events import describe_event, index, select_steps
 
 
 def mlp_trace(order="deps"):
@@ -68,7 +68,7 @@ def test_each_forward_op_adds_its_node_with_edges_from_its_inputs(tr):
 
 def test_parameters_and_constants_are_told_apart(tr):
     s = graph.graph_state(tr, None)
-    names = {graph.index(tr).tensor_name(tid, s.t): kind for tid, kind in s.leaves.items()}
+    names = {index(tr).tensor_name(tid, s.t): kind for tid, kind in s.leaves.items()}
     assert names == {"x": "constant", "y": "constant", "W1": "parameter", "b1": "parameter",
                      "W2": "parameter", "b2": "parameter"}
     src = graph.to_dot(tr, forward_ops(tr)[0]["step"])

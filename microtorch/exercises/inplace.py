@@ -160,7 +160,7 @@ def _names(events) -> dict[int, str]:
 def _cases(trace):
     """``[(candidate, expected verdict, the plan's Decision)]`` for every (op, input) the
     plan judged, walking the trace as :func:`~microtorch.memory.inplace_plan` does."""
-    from ..memory.inplace_plan import VARIANTS, inplace_plan
+    from ..memory.inplace_analysis import VARIANTS, inplace_plan
 
     events = list(trace.events if hasattr(trace, "events") else trace)
     plan = inplace_plan(events)

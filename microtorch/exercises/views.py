@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory.alias import alias, byte_extent
+from ..memory.aliasing import alias, byte_extent
 from .checking import _call, _fail, _passed
 
 
@@ -41,7 +41,7 @@ def _describe(name, v) -> str:
 
 def _positions(v) -> np.ndarray:
     """The storage position of every element of ``v``, read from the engine's bytes."""
-    from ..memory.alias import layout
+    from ..memory.aliasing import layout
 
     return layout(v).addresses()
 

@@ -245,8 +245,8 @@ for _name, _fn in (("diagonal", diagonal), ("unfold", unfold), ("as_strided", as
 def _byte_ranges(self) -> list[tuple[int, int]]:
     """The exact bytes this tensor reads in its storage: sorted, merged half-open intervals
     ``[(start, stop), ...]`` in bytes from the storage's start (see
-    :func:`microtorch.memory.alias.byte_ranges`)."""
-    from ..memory.alias import byte_ranges
+    :func:`microtorch.memory.aliasing.byte_ranges`)."""
+    from ..memory.aliasing import byte_ranges
 
     return byte_ranges(self)
 

@@ -14,8 +14,8 @@ from .pool import Pool, size_classes
 from .stats import stats
 from .storage import StaleTensorError, Storage, empty_storage, new_storage
 from .trace import Trace
-from .alias import AliasReport, alias, byte_extent, byte_ranges, overlaps_itself
-from .inplace_plan import InplacePlan, inplace_plan
+from .aliasing import AliasReport, alias, byte_extent, byte_ranges, overlaps_itself
+from .inplace_analysis import InplacePlan, inplace_plan
 
 __all__ = ["AliasReport", "InplacePlan", "alias", "byte_extent", "byte_ranges", "inplace_plan",
            "overlaps_itself", "AllocatorError", "Arena", "Block", "NodeArena", "OutOfMemoryError", "Pool",

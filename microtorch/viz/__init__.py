@@ -11,7 +11,9 @@ position in the trace)::
 
 The pictures, one module each (each has ``render(trace, t)`` and ``describe(trace, t)``):
 
-* :mod:`~microtorch.viz.graph` — the computation graph, forward and backward (Graphviz);
+* :mod:`~microtorch.viz.graph` — the computation graph, forward and backward (Graphviz); its
+  parts are ``graph_state`` (the replayed facts), ``graph_collapse`` (big graphs),
+  ``graph_text`` (the words) and ``graph_dot`` (the DOT source and title block);
 * :mod:`~microtorch.viz.arena` — arena occupancy: blocks on each arena's address axis, by kind;
   the node arena's records;
 * :mod:`~microtorch.viz.pool` — the pool's size classes: blocks in use / free / held back,
@@ -39,8 +41,8 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 """
 import importlib
 
-_SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "header", "liveness", "palette",
-               "player", "pool", "refcounts", "timeline")
+_SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
+               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
            "palette", "events", "dot"]

@@ -2,7 +2,7 @@
 they share.
 
 This picture is about layouts, not about a moment of a trace, so it takes the views
-themselves — tensors, :class:`~microtorch.memory.alias.Layout` objects, or plain view
+themselves — tensors, :class:`~microtorch.memory.aliasing.Layout` objects, or plain view
 descriptions ``{"storage", "offset", "shape", "strides", "itemsize"}`` (``storage_size``
 optional; offsets and strides in elements) — and keeps the ``render``/``describe`` pair::
 
@@ -43,7 +43,7 @@ SHARED = "ready"  # the palette kind shared elements are drawn in (vermillion: "
 class View:
     """One view as the picture sees it."""
     name: str
-    layout: object  # microtorch.memory.alias.Layout
+    layout: object  # microtorch.memory.aliasing.Layout
     addresses: np.ndarray  # element address of each element, shaped like the view
     shared: np.ndarray  # bool, shaped like the view: this element's bytes are also another view's
     colour: str = ""
@@ -86,7 +86,7 @@ class AliasFacts:
 
 
 def _layout(view):
-    from ..memory.alias import Layout, layout
+    from ..memory.aliasing import Layout, layout
 
     if isinstance(view, Layout):
         return view
@@ -122,7 +122,7 @@ def _auto_grid(layouts) -> tuple | None:
 
 def alias_facts(*views, names=None, exact: bool = True, grid="auto") -> AliasFacts:
     """What the alias picture shows, as numbers (no matplotlib)."""
-    from ..memory.alias import alias
+    from ..memory.aliasing import alias
 
     if len(views) == 1 and isinstance(views[0], (list, tuple)):
         views = tuple(views[0])

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .alias import Layout, overlaps_itself
+from .aliasing import Layout, overlaps_itself
 
 #: op name -> (in-place method, which input positions it may overwrite)
 VARIANTS = {
