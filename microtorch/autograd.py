@@ -54,8 +54,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for t in wanted.get(node, ()):
             _accumulate_into_leaf(t, g, create_graph)
 
-    _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
-         create_graph=create_graph, order=order, on_node=on_node if wanted else None)
+    global _adopt_homes
+    before, _adopt_homes = _adopt_homes, sink is _accumulate_into_leaf
+    try:
+        _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
+             create_graph=create_graph, order=order, on_node=on_node if wanted else None)
+    finally:
+        _adopt_homes = before
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -166,6 +171,21 @@ class GradHomes:
 
 
 grad_homes = GradHomes()
+_adopt_homes = False  # a plain backward() is running: leaves' gradient homes may be handed out
+
+
+def grad_buffer(node: Function, i: int, shape: tuple[int, ...], dtype) -> Tensor:
+    """Memory for the gradient of ``node``'s tensor input ``i``, for a backward that writes
+    it with numpy (``out=``): a fresh tensor — or, during a plain ``backward()`` (no
+    ``inputs=``, no ``create_graph``), when that input is a leaf with a gradient home whose
+    ``.grad`` is None and that feeds the node once, the home itself, so that accumulation
+    adopts it without copying (the largest gradient, W's, is written once, in place)."""
+    leaf = node.next[i]
+    if (_adopt_homes and grad_homes and isinstance(leaf, Tensor) and leaf.grad is None
+            and (home := grad_homes.get(leaf)) is not None and home.shape == shape
+            and home.dtype == dtype and sum(e is leaf for e in node.next) == 1):
+        return home
+    return Tensor._empty(shape, dtype)
 
 
 def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, only=None) -> None:
@@ -178,7 +198,8 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
         if create_graph:
             leaf.grad = g
         elif grad_homes and (home := grad_homes.get(leaf)) is not None:
-            home._data[...] = g._data  # straight into the flat gradient buffer
+            if g is not home:  # (it is when the node wrote it there: see grad_buffer)
+                home._data[...] = g._data  # straight into the flat gradient buffer
             home._storage.version += 1
             leaf.grad = home
         else:

@@ -399,6 +399,38 @@ def test_zero_grad_sets_none_and_backward_refills_the_same_views(no_cycle_collec
     assert all(p.grad is v for p, v in zip(model.parameters(), views))
 
 
+def test_after_zero_grad_linear_writes_parameter_gradients_straight_into_the_buffer(no_cycle_collector):
+    model = nn.MLP(4, [8], 3)
+    flat = nn.flatten_parameters(model)
+    x, y = mt.randn(6, 4), mt.tensor([0, 1, 2, 0, 1, 2])
+    sizes = {p.numel() * 4 for p in model.parameters()}
+    for step in range(2):
+        model.zero_grad()
+        with mt.trace() as tr:
+            mt.cross_entropy(model(x), y).backward()
+        start = tr.filter("backward")[0]["step"]
+        backward_allocs = [e["nbytes"] for e in tr.filter("alloc") if e["step"] > start]
+        # the loss's gradient (6 x 3) and the hidden activations' (6 x 8, twice): no parameter-sized temporary
+        assert sorted(backward_allocs) == [6 * 3 * 4, 6 * 8 * 4, 6 * 8 * 4], step
+        assert not sizes & {6 * 3 * 4, 6 * 8 * 4}  # (so the check above can tell them apart)
+        assert all(p.grad.storage is flat.grad.storage for p in model.parameters())
+
+
+def test_numpy_backward_of_linear_and_relu_equals_their_recorded_ops():
+    """Without create_graph Linear and Relu run backward in numpy; with it, as microtorch ops."""
+    mt.manual_seed(5)
+    model = nn.MLP(5, [7], 3, dtype=mt.float64)
+    x = f64(4, 5)
+    grads = []
+    for create_graph in (False, True):
+        x.grad = None
+        model.zero_grad()
+        (model(x) ** 2).sum().backward(create_graph=create_graph)
+        grads.append([t.grad.detach().numpy().copy() for t in (x, *model.parameters())])
+    for fast, recorded in zip(*grads):
+        np.testing.assert_allclose(fast, recorded, rtol=1e-13)
+
+
 def test_unflattened_zero_grad_works_too():
     lin = nn.Linear(2, 2)
     lin(mt.ones(1, 2)).sum().backward()

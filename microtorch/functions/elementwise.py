@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, grad_mode
 from ..node import Function
 from ..tensor import Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
@@ -202,7 +202,12 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """z = max(x, 0);  dz/dx = 1 where x > 0, else 0."""
+    """z = max(x, 0);  dz/dx = 1 where x > 0, else 0, so dL/dx = g ⊙ (z > 0).
+
+    Without ``create_graph`` backward computes the product in one numpy call (PyTorch's
+    ``threshold_backward``); with it, it multiplies g by the mask (z > 0) as a microtorch op,
+    so the product is recorded as a differentiable graph.
+    """
 
     @staticmethod
     def forward(ctx, x):
@@ -212,6 +217,10 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, g):
         (z,) = ctx.saved_tensors
+        if not grad_mode._grad_enabled:  # no graph to record: one numpy call
+            out = Tensor._empty(z.shape, g.dtype)
+            np.multiply(g._data, z._data > 0, out=out._data)
+            return out
         mask = Tensor._empty(z.shape, g.dtype)
         mask._data[...] = z._data > 0  # a bool array cast on copy: faster than greater(..., out=float)
         return g * mask

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import autograd as _autograd, dtypes, grad_mode
 from ..node import Function
 from ..tensor import Tensor
 from .broadcast import operands, unbroadcast
@@ -92,6 +92,14 @@ class Linear(Function):
     PyTorch records the same computation as ``AddmmBackward0`` (2-D x with a bias: its
     matrix kernel ``addmm`` computes b + x Wᵀ), ``MmBackward0`` (no bias) or a view node
     over them (other x); here it is one ``LinearBackward`` node per layer, whatever x is.
+
+    **Two paths, one formula.** When backward itself needs no graph (no ``create_graph``,
+    so grad mode is off in backward), :meth:`_numpy_backward` computes the same three
+    products with numpy, written straight into fresh storages or into the parameters'
+    slices of the flat gradient buffer (:func:`~microtorch.autograd.grad_buffer`) — up to
+    five op applications and a weight-sized copy less per layer; a trace then shows the
+    node's run and its allocations, no inner ops. With ``create_graph=True`` backward runs
+    the microtorch ops below, which record a differentiable graph.
     """
 
     @staticmethod
@@ -111,6 +119,8 @@ class Linear(Function):
     def backward(ctx, g):
         x, weight = ctx.saved_tensors
         need_x, need_w = ctx.needs_input_grad[:2]
+        if not grad_mode._grad_enabled:
+            return Linear._numpy_backward(ctx, g, x, weight, need_x, need_w)
         gx = g @ weight if need_x else None
         gw = gb = None
         if need_w:
@@ -123,6 +133,28 @@ class Linear(Function):
         if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
             if ctx.bias_shape == g.shape[-1:]:  # the usual bias (out,): sum over the rows
                 gb = g.sum(dim=tuple(range(g.ndim - 1))) if g.ndim > 1 else g
+            else:
+                gb = unbroadcast(g, ctx.bias_shape)
+        return (gx, gw) if ctx.bias_shape is None else (gx, gw, gb)
+
+    @staticmethod
+    def _numpy_backward(ctx, g, x, weight, need_x, need_w):
+        """``backward``'s products in numpy (no graph, no recorder): see the class docstring."""
+        gd = g._data
+        gx = gw = gb = None
+        if need_x:
+            gx = Tensor._empty(gd.shape[:-1] + weight.shape[1:], gd.dtype)
+            np.matmul(gd, weight._data, out=gx._data)
+        if need_w:
+            gw = _autograd.grad_buffer(ctx, 1, ctx.input_shapes[1], gd.dtype)  # maybe W's .grad-to-be
+            if x.ndim == 1:
+                np.multiply(gd[:, None], x._data, out=gw._data)
+            else:
+                np.matmul(gd.reshape(-1, gd.shape[-1]).T, x._data.reshape(-1, x.shape[-1]), out=gw._data)
+        if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
+            if ctx.bias_shape == gd.shape[-1:] and gd.ndim > 1:
+                gb = _autograd.grad_buffer(ctx, 2, ctx.bias_shape, gd.dtype)
+                np.add.reduce(gd.reshape(-1, gd.shape[-1]), axis=0, out=gb._data)
             else:
                 gb = unbroadcast(g, ctx.bias_shape)
         return (gx, gw) if ctx.bias_shape is None else (gx, gw, gb)

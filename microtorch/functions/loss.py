@@ -162,8 +162,10 @@ def _class_indices(op, x, target) -> np.ndarray:
     if t.shape != (x.shape[0],):
         raise ValueError(f"{op}: target shape {list(t.shape)} does not match the batch: input is "
                          f"{list(x.shape)}, so target must have shape [{x.shape[0]}]")
-    bad = (t < 0) | (t >= x.shape[1])
-    if bad.any():
+    # one reduction: read as unsigned, a negative index is huge, so max() finds both kinds of bad
+    unsigned = t.view(f"u{t.itemsize}") if t.dtype.kind == "i" else t
+    if t.size and unsigned.max() >= x.shape[1]:
+        bad = (t < 0) | (t >= x.shape[1])
         raise IndexError(f"Target {int(t[bad][0])} is out of bounds: there are {x.shape[1]} "
                          f"classes, so targets must lie in 0..{x.shape[1] - 1}")
     return t
