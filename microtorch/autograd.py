@@ -23,7 +23,7 @@ import numpy as np
 
 from .grad_mode import set_grad_enabled
 from .memory import trace as _trace
-from .memory.nodes import PENDING
+from .memory.node_arena import PENDING
 from .node import Function, _edge
 from .tensor import Tensor
 

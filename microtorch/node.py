@@ -9,7 +9,7 @@ as the output's ``grad_fn``; it records
 * ``saved``: the tensors ``forward`` saved for ``backward`` (:class:`SavedTensor`), each
   holding a storage reference, so the bytes stay alive exactly as long as backward may need
   them, and a version check refuses bytes an in-place op changed since;
-* ``record``: its 64-byte record in the node arena (:mod:`microtorch.memory.nodes`), where
+* ``record``: its 64-byte record in the node arena (:mod:`microtorch.memory.node_arena`), where
   the backward engine (:mod:`microtorch.autograd`) keeps its dependency count (``words``:
   the same bytes as int32 words, for the engine's hot reads and writes).
 """
@@ -22,7 +22,7 @@ import numpy as np
 
 from . import dtypes, grad_mode
 from .memory import trace as _trace
-from .memory.nodes import nodes as _node_arena
+from .memory.node_arena import nodes as _node_arena
 from .memory.storage import empty_storage
 from .memory.views import register as _register_view
 from .tensor import Tensor, _init
@@ -113,7 +113,7 @@ class Function:
     """
 
     is_view = False
-    inplace = False  # the op writes its result into its first input's bytes (functions/inplace.py)
+    inplace = False  # the op writes its result into its first input's bytes (functions/inplace_ops.py)
     # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
     # instance attributes for what it actually records.
     next: tuple = ()  # where each tensor input's gradient goes (node, leaf tensor, or None)

@@ -6,7 +6,7 @@ import pytest
 
 import microtorch as mt
 from microtorch.memory import Arena, Pool, StaleTensorError, placement, use_heap, use_pool
-from microtorch.memory.nodes import nodes
+from microtorch.memory.node_arena import nodes
 
 
 def test_tensors_live_in_pool_blocks_and_numpy_agrees_where_the_bytes_are():

@@ -14,7 +14,7 @@ import pytest
 
 import microtorch as mt
 from microtorch.memory import Arena, Pool, placement, step_arena, use_pool
-from microtorch.memory.nodes import nodes
+from microtorch.memory.node_arena import nodes
 from microtorch.memory.replay import CHECKPOINT_EVERY, MemoryState
 
 

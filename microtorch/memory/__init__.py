@@ -8,7 +8,7 @@ program could safely write into their input.
 """
 from .arena import Arena
 from .block import AllocatorError, Block, OutOfMemoryError, align_up
-from .nodes import NodeArena, nodes
+from .node_arena import NodeArena, nodes
 from .placement import pool, reset_peak, step, step_arena, use_heap, use_pool
 from .pool import Pool, size_classes
 from .stats import stats

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import placement
-from .nodes import nodes
+from .node_arena import nodes
 
 
 def stats() -> dict:

@@ -243,7 +243,7 @@ def baseline() -> dict:
     """The fields of a ``baseline`` event: what is live right now (see :data:`KINDS`)."""
     from . import placement
     from .block import allocators
-    from .nodes import nodes
+    from .node_arena import nodes
     from .pool import Pool
 
     described, blocks, storages = [], [], []

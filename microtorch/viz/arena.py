@@ -15,7 +15,7 @@ marked "growth"). On it, in address order:
 
 The title gives the utilization: bytes requested by live blocks / capacity.
 
-Node records live in the node arena (:mod:`microtorch.memory.nodes`), a typed bump
+Node records live in the node arena (:mod:`microtorch.memory.node_arena`), a typed bump
 allocator of 64-byte records rather than a byte arena; the trace records each node's slot,
 so a second strip shows the live records (labelled by op) and the dead ones below its top.
 

@@ -20,7 +20,7 @@ import numpy as np
 from . import palette
 from .events import events_of
 
-#: Bytes of one node record (:data:`microtorch.memory.nodes.RECORD`: one cache line).
+#: Bytes of one node record (:data:`microtorch.memory.node_arena.RECORD`: one cache line).
 NODE_RECORD_BYTES = 64
 
 
