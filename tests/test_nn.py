@@ -416,6 +416,23 @@ def test_after_zero_grad_linear_writes_parameter_gradients_straight_into_the_buf
         assert all(p.grad.storage is flat.grad.storage for p in model.parameters())
 
 
+def test_a_layer_used_twice_gets_both_contributions_in_its_flat_gradient():
+    """The first LinearBackward to run writes W's gradient into the buffer; the second adds."""
+    grads = []
+    for flatten in (False, True):
+        mt.manual_seed(0)
+        lin = nn.Linear(4, 4, dtype=mt.float64)
+        if flatten:
+            nn.flatten_parameters(lin)
+        x = f64(3, 4, requires_grad=False)
+        for _ in range(2):
+            lin.zero_grad()
+            (lin(lin(x).relu()) ** 2).sum().backward()
+        grads.append([lin.weight.grad.numpy().copy(), lin.bias.grad.numpy().copy()])
+    for plain, flat in zip(*grads):
+        np.testing.assert_allclose(flat, plain, rtol=1e-13)
+
+
 def test_numpy_backward_of_linear_and_relu_equals_their_recorded_ops():
     """Without create_graph Linear and Relu run backward in numpy; with it, as microtorch ops."""
     mt.manual_seed(5)
