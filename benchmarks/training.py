@@ -160,36 +160,44 @@ def _state_dict(layers, wrap):
     return {"0.weight": wrap(w1), "0.bias": wrap(b1), "2.weight": wrap(w2), "2.bias": wrap(b2)}
 
 
-def microtorch_step(config: str, data=None):
-    """A microtorch training step: ``config`` is "sgd", "momentum" or "arena" (sgd in a step arena)."""
-    import microtorch as mt
-
+def _module_step(lib, cross_entropy, momentum: float, data):
+    """The step with ``lib``'s modules and optimizer: microtorch and PyTorch share the code
+    (the same names do the same thing), so the two are timed on exactly the same loop."""
     x_np, y_np, layers = data or _data()
-    model = mt.nn.Sequential(mt.nn.Linear(SIZES[0], SIZES[1]), mt.nn.ReLU(),
-                             mt.nn.Linear(SIZES[1], SIZES[2]))
-    model.load_state_dict(_state_dict(layers, mt.tensor))
-    opt = mt.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM if config == "momentum" else 0.0)
-    batches = [(mt.tensor(xb), mt.tensor(yb)) for xb, yb in zip(x_np, y_np)]
+    model = lib.nn.Sequential(lib.nn.Linear(SIZES[0], SIZES[1]), lib.nn.ReLU(),
+                              lib.nn.Linear(SIZES[1], SIZES[2]))
+    model.load_state_dict(_state_dict(layers, lib.tensor))
+    opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=momentum)
+    batches = [(lib.tensor(xb), lib.tensor(yb)) for xb, yb in zip(x_np, y_np)]
     state = {"steps": 0}
 
     def step() -> float:
         x, y = batches[state["steps"] % BATCHES]
         state["steps"] += 1
         opt.zero_grad()
-        loss = mt.cross_entropy(model(x), y)
+        loss = cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss.item()
 
-    if config == "arena":
-        arena = mt.memory.Arena(name="training step arena")
-        plain = step
-
-        def step() -> float:  # noqa: F811 — the same step, its activations in the arena
-            with mt.memory.step_arena(arena):
-                return plain()
-
     step.steps = lambda: state["steps"]
+    return step
+
+
+def microtorch_step(config: str, data=None):
+    """A microtorch training step: ``config`` is "sgd", "momentum" or "arena" (sgd in a step arena)."""
+    import microtorch as mt
+
+    plain = _module_step(mt, mt.cross_entropy, MOMENTUM if config == "momentum" else 0.0, data)
+    if config != "arena":
+        return plain
+    arena = mt.memory.Arena(name="training step arena")
+
+    def step() -> float:  # the same step, its activations in the arena
+        with mt.memory.step_arena(arena):
+            return plain()
+
+    step.steps = plain.steps
     return step
 
 
@@ -247,25 +255,7 @@ def torch_step(momentum: float = 0.0, data=None):
     import torch
     import torch.nn.functional as F
 
-    x_np, y_np, layers = data or _data()
-    model = torch.nn.Sequential(torch.nn.Linear(SIZES[0], SIZES[1]), torch.nn.ReLU(),
-                                torch.nn.Linear(SIZES[1], SIZES[2]))
-    model.load_state_dict(_state_dict(layers, torch.tensor))
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=momentum)
-    batches = [(torch.tensor(xb), torch.tensor(yb)) for xb, yb in zip(x_np, y_np)]
-    state = {"steps": 0}
-
-    def step() -> float:
-        x, y = batches[state["steps"] % BATCHES]
-        state["steps"] += 1
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    step.steps = lambda: state["steps"]
-    return step
+    return _module_step(torch, F.cross_entropy, momentum, data)
 
 
 def _matmuls(torch):
@@ -348,8 +338,8 @@ def _train_rows(quick: bool, torch, torch_skip, blas: _Blas, defaults: dict) -> 
 
     shape = (f"batch {BATCH}, MLP {' -> '.join(map(str, SIZES))}, relu, float32, cross-entropy, "
              f"SGD lr {LR}; one iteration = opt.zero_grad(), forward, loss.backward(), opt.step() "
-             "(zero_grad's default in both libraries: .grad = None; microtorch's next backward "
-             "copies each gradient into its flat gradient buffer); raw numpy = forward, backward "
+             "(zero_grad's default in both libraries: .grad = None; microtorch's next backward writes "
+             "each gradient into its flat gradient buffer); raw numpy = forward, backward "
              "by hand, in-place SGD")
     threads = (f"BLAS threads: 1 for every engine — torch.set_num_threads(1) (torch's default "
                f"here: {defaults['torch'] or '?'}), numpy's {blas.name} set to 1 through "

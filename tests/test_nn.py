@@ -3,7 +3,6 @@ initialisation), flat parameter/gradient buffers (zero-copy, exact refcounts, no
 allocations in backward), and mt.save / mt.load."""
 from __future__ import annotations
 
-import gc
 import math
 import zipfile
 
@@ -322,15 +321,6 @@ def test_save_refuses_what_would_need_a_pickle(tmp_path):
 
 
 # -- flat parameter and gradient buffers ---------------------------------------------------------
-@pytest.fixture
-def no_cycle_collector():
-    was = gc.isenabled()
-    gc.disable()
-    yield
-    if was:
-        gc.enable()
-
-
 def test_flatten_moves_parameters_into_one_buffer_zero_copy(no_cycle_collector):
     model = nn.MLP(4, [8], 3)
     params = list(model.parameters())

@@ -7,8 +7,6 @@ right by reference counting alone, with no cycle left for a collector to find.
 """
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,13 +15,7 @@ from hypothesis import strategies as st
 import microtorch as mt
 
 
-@pytest.fixture(autouse=True)
-def no_cycle_collector():
-    was = gc.isenabled()
-    gc.disable()
-    yield
-    if was:
-        gc.enable()
+pytestmark = pytest.mark.usefixtures("no_cycle_collector")  # in every test (tests/conftest.py)
 
 
 def test_a_new_tensor_holds_one_reference():
