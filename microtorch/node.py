@@ -53,6 +53,15 @@ class SavedTensor:
         t._storage.incref(node)
 
     def unpack(self, node: "Function") -> Tensor:
+        data = self.checked(node)
+        if self.leaf is not None:
+            return self.leaf
+        t = object.__new__(Tensor)
+        grad_fn = node if self.is_output else self.grad_fn
+        return _init(t, data, self.storage, None, self.requires_grad, grad_fn)
+
+    def checked(self, node: "Function") -> np.ndarray:
+        """The saved bytes as a numpy array, if backward may still read them (else raise)."""
         if self.storage is None:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved "
@@ -69,11 +78,7 @@ class SavedTensor:
                 f"were written in place (add_, mul_, relu_, x[...] = ..., an optimizer step) after "
                 f"{node.name} saved them for backward; compute out of place (y = y * 2) or write "
                 "into a clone() instead.")
-        if self.leaf is not None:
-            return self.leaf
-        t = object.__new__(Tensor)
-        grad_fn = node if self.is_output else self.grad_fn
-        return _init(t, self.data, self.storage, None, self.requires_grad, grad_fn)
+        return self.data
 
     def release(self, node: "Function") -> None:
         if self.storage is not None:
@@ -149,10 +154,19 @@ class Function:
     @property
     def saved_tensors(self) -> tuple[Tensor | None, ...]:
         """The tensors forward saved, in order (``None`` where it saved ``None``)."""
-        unpacked = [s.unpack(self) for s in self.saved]
+        return self._at_save_positions([s.unpack(self) for s in self.saved])
+
+    def saved_arrays(self) -> tuple[np.ndarray | None, ...]:
+        """The saved tensors' numpy arrays, checked like :attr:`saved_tensors` but without
+        making tensor objects: for a backward that computes with numpy (no graph to record)."""
+        return self._at_save_positions([s.checked(self) for s in self.saved])
+
+    def _at_save_positions(self, items: list) -> tuple:
+        """One item per saved tensor, at its ``save_for_backward`` position (``None`` where
+        forward passed ``None``)."""
         if self._saved_layout is None:
-            return tuple(unpacked)
-        it = iter(unpacked)
+            return tuple(items)
+        it = iter(items)
         return tuple(next(it) if present else None for present in self._saved_layout)
 
     # -- applying ---------------------------------------------------------------------------

@@ -216,11 +216,12 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (z,) = ctx.saved_tensors
         if not grad_mode._grad_enabled:  # no graph to record: one numpy call
+            (z,) = ctx.saved_arrays()
             out = Tensor._empty(z.shape, g.dtype)
-            np.multiply(g._data, z._data > 0, out=out._data)
+            np.multiply(g._data, z > 0, out=out._data)
             return out
+        (z,) = ctx.saved_tensors
         mask = Tensor._empty(z.shape, g.dtype)
         mask._data[...] = z._data > 0  # a bool array cast on copy: faster than greater(..., out=float)
         return g * mask

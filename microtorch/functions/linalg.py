@@ -117,10 +117,10 @@ class Linear(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, weight = ctx.saved_tensors
         need_x, need_w = ctx.needs_input_grad[:2]
         if not grad_mode._grad_enabled:
-            return Linear._numpy_backward(ctx, g, x, weight, need_x, need_w)
+            return Linear._numpy_backward(ctx, g, *ctx.saved_arrays(), need_x, need_w)
+        x, weight = ctx.saved_tensors
         gx = g @ weight if need_x else None
         gw = gb = None
         if need_w:
@@ -139,18 +139,19 @@ class Linear(Function):
 
     @staticmethod
     def _numpy_backward(ctx, g, x, weight, need_x, need_w):
-        """``backward``'s products in numpy (no graph, no recorder): see the class docstring."""
+        """``backward``'s products in numpy, on the saved arrays x and W (no graph, no
+        recorder): see the class docstring."""
         gd = g._data
         gx = gw = gb = None
         if need_x:
             gx = Tensor._empty(gd.shape[:-1] + weight.shape[1:], gd.dtype)
-            np.matmul(gd, weight._data, out=gx._data)
+            np.matmul(gd, weight, out=gx._data)
         if need_w:
             gw = _autograd.grad_buffer(ctx, 1, ctx.input_shapes[1], gd.dtype)  # maybe W's .grad-to-be
             if x.ndim == 1:
-                np.multiply(gd[:, None], x._data, out=gw._data)
+                np.multiply(gd[:, None], x, out=gw._data)
             else:
-                np.matmul(gd.reshape(-1, gd.shape[-1]).T, x._data.reshape(-1, x.shape[-1]), out=gw._data)
+                np.matmul(gd.reshape(-1, gd.shape[-1]).T, x.reshape(-1, x.shape[-1]), out=gw._data)
         if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
             if ctx.bias_shape == gd.shape[-1:] and gd.ndim > 1:
                 gb = _autograd.grad_buffer(ctx, 2, ctx.bias_shape, gd.dtype)

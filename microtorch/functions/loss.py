@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import grad_mode
 from ..node import Function
 from ..tensor import Tensor, _dim
 
@@ -74,13 +75,14 @@ class CrossEntropy(Function):
 
     The same numbers as ``nll_loss(log_softmax(x, 1), t)``, in one pass and one node.
     Forward keeps softmax(x), which it computes anyway, and backward is one op,
-    :class:`CrossEntropyGrad`, that starts from it. PyTorch records the composition
+    :class:`CrossEntropyGrad`, that starts from it (without ``create_graph``, the same
+    formula straight in numpy, as no graph is recorded). PyTorch records the composition
     (``NllLossBackward0`` after ``LogSoftmaxBackward0``); here the node is ``CrossEntropyBackward``.
     """
 
     @staticmethod
     def forward(ctx, x, target, reduction):
-        ctx.target, ctx.reduction = target, reduction
+        ctx.target, ctx.divisor = target, x.shape[0] if reduction == "mean" else 1
         e = x._data - x._data.max(axis=1, keepdims=True)
         picked = e[np.arange(x.shape[0]), target]  # the shifted logits of the targets (a copy)
         np.exp(e, out=e)
@@ -93,13 +95,17 @@ class CrossEntropy(Function):
             ctx.save_for_backward(x, probs)
         if reduction == "none":
             return losses
-        return losses.sum() / (x.shape[0] if reduction == "mean" else 1)
+        return losses.sum() / ctx.divisor
 
     @staticmethod
     def backward(ctx, g):
+        if not grad_mode._grad_enabled:  # no graph to record: the gradient straight from numpy
+            _, probs = ctx.saved_arrays()
+            d = Tensor._empty(probs.shape, probs.dtype)
+            _softmax_minus_onehot(d._data, probs, ctx.target, g._data, ctx.divisor)
+            return d
         x, probs = ctx.saved_tensors
-        n = x.shape[0] if ctx.reduction == "mean" else 1
-        return CrossEntropyGrad.apply(x, g, probs._data, ctx.target, n)
+        return CrossEntropyGrad.apply(x, g, probs._data, ctx.target, ctx.divisor)
 
 
 class CrossEntropyGrad(Function):
@@ -120,12 +126,7 @@ class CrossEntropyGrad(Function):
     def forward(ctx, x, g, probs, target, n):
         ctx.save_for_backward(x, g)
         ctx.target, ctx.n = target, n
-        d = ctx.empty(probs.shape, probs.dtype)
-        np.copyto(d, probs)
-        d[np.arange(d.shape[0]), target] -= 1
-        c = g._data / n
-        d *= c[:, None] if g.ndim else c
-        return d
+        return _softmax_minus_onehot(ctx.empty(probs.shape, probs.dtype), probs, target, g._data, n)
 
     @staticmethod
     def backward(ctx, G):
@@ -136,6 +137,16 @@ class CrossEntropyGrad(Function):
         gc = G * ((g.unsqueeze(1) if g.ndim else g) / ctx.n)
         gg = (G * (s - Tensor._wrap(hot))).sum(dim=1 if g.ndim else None) / ctx.n
         return s * (gc - (gc * s).sum(dim=1, keepdim=True)), gg
+
+
+def _softmax_minus_onehot(out: np.ndarray, probs: np.ndarray, target: np.ndarray, g: np.ndarray,
+                          n: int) -> np.ndarray:
+    """out = (s − onehot(t)) ⊙ g / n, for g 0-d or one value per row: cross-entropy's gradient."""
+    np.copyto(out, probs)
+    out[np.arange(out.shape[0]), target] -= 1
+    c = g / n
+    out *= c[:, None] if g.ndim else c
+    return out
 
 
 def softmax(x, dim):
