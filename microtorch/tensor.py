@@ -46,7 +46,7 @@ class Tensor:
     def _empty(cls, shape: tuple[int, ...], dtype: np.dtype, tag: str = "activation") -> "Tensor":
         """An uninitialised tensor in a fresh storage (the caller fills it with ``out=``)."""
         storage = empty_storage(math.prod(shape), dtype, tag)
-        return cls._over(storage.data.reshape(shape), storage)
+        return _init(object.__new__(cls), storage.data.reshape(shape), storage, None, False, None)
 
     @classmethod
     def _over(cls, array: np.ndarray, storage: Storage, requires_grad: bool = False, grad_fn=None) -> "Tensor":

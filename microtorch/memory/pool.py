@@ -24,7 +24,7 @@ epoch (an in-flight step, another thread's reader) never sees it reused undernea
 from __future__ import annotations
 
 import bisect
-import time
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -89,7 +89,7 @@ class Pool:
 
     # -- allocating -------------------------------------------------------------------------
     def alloc(self, nbytes: int, tag: str = "") -> Block:
-        t0 = time.perf_counter_ns()
+        t0 = perf_counter_ns()
         if 0 <= nbytes <= _SMALL:
             c = self._small[nbytes]
         elif nbytes < 0:
@@ -101,8 +101,8 @@ class Pool:
             block = Block(self, -1, 0, nbytes, nbytes, 0, tag, aligned_buffer(nbytes, self.alignment))
             self.direct_allocations += 1
             self.direct_bytes += nbytes
-        elif self.free_lists[c]:
-            old = self.free_lists[c].pop()
+        elif free := self.free_lists[c]:
+            old = free.pop()
             # Same bytes, new handle: the old Block stays dead, so whoever still holds it
             # gets "use after free" / "double free" instead of the new owner's bytes.
             block = Block(self, old.chunk, old.offset, nbytes, old.size, 0, tag, old.memory, 0, c)
@@ -111,11 +111,11 @@ class Pool:
         else:
             block = self._carve_block(c, self.classes[c], nbytes, tag)
         self.live[block.id] = block
-        self.reserved += block.size
-        if self.reserved > self.peak:
-            self.peak = self.reserved
+        self.reserved = reserved = self.reserved + block.size
+        if reserved > self.peak:
+            self.peak = reserved
         self.allocations += 1
-        self.alloc_ns += time.perf_counter_ns() - t0
+        self.alloc_ns += perf_counter_ns() - t0
         rec = _trace.active
         if rec is not None:
             rec.emit("alloc_block", allocator=self.name, block=block.id, size_class=c,

@@ -44,7 +44,7 @@ class Storage:
 
     def __init__(self, flat: np.ndarray, block=None, tag: str = "activation"):
         self.data = flat  # 1-D array over the whole buffer
-        self.nbytes = flat.nbytes
+        self.nbytes = nbytes = flat.nbytes
         self.refcount = 0
         self.version = 0
         self.freed = False
@@ -58,10 +58,10 @@ class Storage:
             if block.owner.resets_under_users:
                 # an arena can reclaim bytes under live tensors: remember them to poison on reset
                 self.views = []
-        placement.track_alloc(self.nbytes)
+        placement.track_alloc(nbytes)
         rec = _trace.active
         if rec is not None:
-            rec.emit("alloc", storage=self.id, nbytes=self.nbytes, dtype=flat.dtype.name, tag=tag,
+            rec.emit("alloc", storage=self.id, nbytes=nbytes, dtype=flat.dtype.name, tag=tag,
                      allocator=block.owner.name if block is not None else "heap",
                      block=block.id if block is not None else None)
 
@@ -93,8 +93,9 @@ class Storage:
         self.freed = True
         if self.stale is None:  # a stale storage's bytes were already counted out at the reset
             placement.track_free(self.nbytes)
-        if self.block is not None:
-            self.block.owner.free(self.block)  # a no-op for a block its arena already reset
+        block = self.block
+        if block is not None:
+            block.owner.free(block)  # a no-op for a block its arena already reset
         rec = _trace.active
         if rec is not None:
             rec.emit("free", storage=self.id, nbytes=self.nbytes, stale=self.stale is not None)
