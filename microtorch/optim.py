@@ -43,6 +43,7 @@ class Optimizer:
 
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
+        self._scratch: dict[np.dtype, np.ndarray] = {}  # per dtype: room for a step's temporaries (see _room)
         self.param_groups: list[dict] = []
         self._flats: list[FlatParameters] = []
         self._state: list[dict[str, Tensor]] = []  # per group: name -> flat state tensor
@@ -111,7 +112,7 @@ class Optimizer:
         for group, flat, state, steps in zip(self.param_groups, self._flats, self._state, self._steps):
             has = flat.sync_grads()
             for sl, members in flat.segments(has, key=steps):
-                step = int(steps[members[0]]) + 1
+                step = int(steps[members.start]) + 1
                 self._update(group, {k: v._data[sl] for k, v in state.items()},
                              flat.data._data[sl], flat.grad._data[sl], step)
                 steps[members] += 1
@@ -120,6 +121,13 @@ class Optimizer:
 
     def _update(self, group: dict, state: dict, p: np.ndarray, g: np.ndarray, step: int) -> None:
         raise NotImplementedError
+
+    def _room(self, p: np.ndarray) -> np.ndarray:
+        """A scratch array of p's size and dtype, the same memory every step."""
+        buf = self._scratch.get(p.dtype)
+        if buf is None or buf.size < p.size:
+            buf = self._scratch[p.dtype] = np.empty(p.size, p.dtype)
+        return buf[:p.size]
 
     # -- looking inside ------------------------------------------------------------------------
     @property
@@ -166,7 +174,6 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
-        self._scratch: dict[np.dtype, np.ndarray] = {}  # per dtype: room for lr · d, reused every step
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
 
@@ -197,13 +204,6 @@ class SGD(Optimizer):
                     buf += d  # no temporary for the common case
             d = d + mu * buf if group["nesterov"] else buf
         p -= np.multiply(d, lr, out=self._room(p))  # = p − lr·d, with no temporary as large as p
-
-    def _room(self, p: np.ndarray) -> np.ndarray:
-        """A scratch array of p's size and dtype, the same memory every step."""
-        buf = self._scratch.get(p.dtype)
-        if buf is None or buf.size < p.size:
-            buf = self._scratch[p.dtype] = np.empty(p.size, p.dtype)
-        return buf[:p.size]
 
 
 class Adam(Optimizer):
@@ -246,23 +246,33 @@ class Adam(Optimizer):
             else:
                 g = g + wd * p
         m, v = state["exp_avg"], state["exp_avg_sq"]
+        # each temporary goes into one scratch array (the same operations in the same order as
+        # written in the comments, so the same numbers, without allocating p-sized arrays)
+        t = self._room(p)
         w = 1 - beta1  # m.lerp_(g, w), computed the way PyTorch's lerp does
+        np.subtract(g, m, out=t)
         if w < 0.5:
-            m += w * (g - m)
+            t *= w
+            m += t  # m += w · (g − m)
         else:
-            m[...] = g - (g - m) * (1 - w)
+            t *= 1 - w
+            np.subtract(g, t, out=m)  # m = g − (g − m) · (1 − w)
         v *= beta2
-        v += (1 - beta2) * g * g
+        np.multiply(g, 1 - beta2, out=t)
+        t *= g
+        v += t  # v += (1 − β₂) · g · g
         bias1 = 1 - beta1 ** step
         bias2_sqrt = math.sqrt(1 - beta2 ** step)
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
             np.maximum(vmax, v, out=vmax)
             v = vmax
-        denom = np.sqrt(v)
+        denom = np.sqrt(v, out=t)
         denom /= bias2_sqrt
         denom += eps
-        p -= (lr / bias1) * (m / denom)
+        np.divide(m, denom, out=denom)
+        denom *= lr / bias1
+        p -= denom  # p −= (lr / bias1) · (m / denom)
 
 
 class AdamW(Adam):

@@ -106,11 +106,14 @@ class Linear(Function):
     def forward(ctx, x, weight, bias=None):
         need_x, need_w = (ctx.needs_input_grad or (False, False))[:2]
         ctx.save_for_backward(x if need_w else None, weight if need_x else None)
-        ctx.bias_shape = None if bias is None else bias.shape
-        out_features = weight.shape[0]
-        y = ctx.empty(x.shape[:-1] + (out_features,), x.dtype)
-        rows = y.reshape(-1, out_features) if x.ndim > 1 else y  # a view: y is contiguous
-        np.matmul(x._data.reshape(-1, x.shape[-1]) if x.ndim > 2 else x._data, weight._data.T, out=rows)
+        xd, wd = x._data, weight._data
+        ctx.bias_shape = None if bias is None else bias._data.shape
+        out_features = wd.shape[0]
+        y = ctx.empty(xd.shape[:-1] + (out_features,), xd.dtype)
+        if xd.ndim > 2:  # one 2-D product over the flattened rows (y's reshape is a view: y is contiguous)
+            np.matmul(xd.reshape(-1, xd.shape[-1]), wd.T, out=y.reshape(-1, out_features))
+        else:
+            np.matmul(xd, wd.T, out=y)
         if bias is not None:
             y += bias._data
         return y
@@ -174,6 +177,23 @@ def linear(x, weight, bias=None):
     A 1-D W gives y = x · W (+ b), as in PyTorch. x, W and b must share one dtype (as in
     PyTorch: convert the input, x.float(), or the model, model.double()).
     """
+    # the case every layer calls with, read off the numpy arrays in one test (each Tensor
+    # property would be a call); anything else gets the full checks, which name what is wrong
+    if not (isinstance(x, Tensor) and isinstance(weight, Tensor)
+            and x._data.ndim and weight._data.ndim == 2 and x._data.shape[-1] == weight._data.shape[1]
+            and x._data.dtype == weight._data.dtype
+            and (bias is None or (isinstance(bias, Tensor) and bias._data.dtype == x._data.dtype
+                                  and bias._data.shape == weight._data.shape[:1]))):
+        _check_linear(x, weight, bias)
+        if weight.ndim == 1:
+            y = x @ weight
+            return y if bias is None else y + bias
+    return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)
+
+
+def _check_linear(x, weight, bias) -> None:
+    """``linear``'s argument checks: raise the error that says what is wrong (and return for
+    the valid unusual cases: a 1-D W, a b that broadcasts to the output)."""
     if not (isinstance(x, Tensor) and isinstance(weight, Tensor)
             and (bias is None or isinstance(bias, Tensor))):
         raise TypeError(f"linear: input, weight and bias must be Tensors (bias may be None), got "
@@ -193,12 +213,9 @@ def linear(x, weight, bias=None):
         raise RuntimeError(f"linear: input of shape {list(x.shape)} and weight of shape "
                            f"{list(weight.shape)} cannot be multiplied (in_features: the input's "
                            f"last dimension is {x.shape[-1]}, the weight's is {weight.shape[-1]})")
-    if weight.ndim == 1:
-        y = x @ weight
-        return y if bias is None else y + bias
     out_shape = x.shape[:-1] + weight.shape[:1]
-    if bias is not None and bias.shape != weight.shape[:1] and not _broadcasts_to(bias.shape, out_shape):
+    if (weight.ndim == 2 and bias is not None and bias.shape != weight.shape[:1]
+            and not _broadcasts_to(bias.shape, out_shape)):
         raise RuntimeError(f"linear: bias of shape {list(bias.shape)} does not broadcast to the "
                            f"output shape {list(out_shape)} (it should be [{weight.shape[0]}], "
                            "one value per output feature)")
-    return Linear.apply(x, weight) if bias is None else Linear.apply(x, weight, bias)

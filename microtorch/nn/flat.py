@@ -135,21 +135,24 @@ class FlatParameters:
             has.append(g is not None)
         return has
 
-    def segments(self, has: list[bool], key=None) -> list[tuple[slice, list[int]]]:
+    def segments(self, has: list[bool], key=None) -> list[tuple[slice, slice]]:
         """Runs of neighbouring parameters that have a gradient (and equal ``key[i]``) as
-        ``(slice of the buffers, parameter indices)`` — usually one run over everything."""
-        runs: list[tuple[slice, list[int]]] = []
-        start = None
-        members: list[int] = []
-        for i, h in enumerate(has + [False]):
-            if h and start is not None and (key is None or key[i] == key[members[0]]):
-                members.append(i)
+        ``(slice of the buffers, slice of the parameter indices)`` — usually one run over everything."""
+        n = len(has)
+        keys = key.tolist() if isinstance(key, np.ndarray) else key
+        if all(has) and (keys is None or keys.count(keys[0]) == n):  # the usual case: one run
+            return [(slice(0, self.numel), slice(0, n))]
+        runs: list[tuple[slice, slice]] = []
+        i = 0
+        while i < n:
+            if not has[i]:
+                i += 1
                 continue
-            if start is not None:
-                runs.append((slice(start, self.offsets[members[-1]] + self.numels[members[-1]]), members))
-                start, members = None, []
-            if h:
-                start, members = self.offsets[i], [i]
+            j = i + 1
+            while j < n and has[j] and (keys is None or keys[j] == keys[i]):
+                j += 1
+            runs.append((slice(self.offsets[i], self.offsets[j - 1] + self.numels[j - 1]), slice(i, j)))
+            i = j
         return runs
 
     def zero_grad(self, set_to_none: bool = True) -> None:

@@ -36,7 +36,8 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound, generator)
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        params = self._parameters  # self.weight fails the normal lookup, then runs Module.__getattr__
+        return F.linear(x, params["weight"], params["bias"])
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
