@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from .grad_mode import set_grad_enabled
+from . import grad_mode
 from .memory import trace as _trace
 from .memory.node_arena import PENDING
 from .node import Function, _edge
@@ -40,25 +40,25 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     those tensors (leaves, or non-leaves whose ``.grad`` then gets filled, as in PyTorch).
     """
     roots = _roots(tensors, grad_tensors, create_graph)
-    if inputs is None and not create_graph:
-        sink = _accumulate_into_leaf  # the common case, without a partial's keyword call
-    else:
+    sink, on_node = _accumulate_into_leaf, None  # the common case, without a partial's keyword call
+    if inputs is not None or create_graph:
         only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
         sink = functools.partial(_accumulate_into_leaf, create_graph=create_graph, only=only)
-    wanted: dict = {}  # non-leaf inputs, by the node that produced them
-    for t in () if inputs is None else _as_tuple(inputs):
-        if t.grad_fn is not None:
-            wanted.setdefault(t.grad_fn, []).append(t)
-
-    def on_node(node, g):
-        for t in wanted.get(node, ()):
-            _accumulate_into_leaf(t, g, create_graph)
+    if inputs is not None:
+        wanted: dict = {}  # non-leaf inputs, by the node that produced them
+        for t in _as_tuple(inputs):
+            if t.grad_fn is not None:
+                wanted.setdefault(t.grad_fn, []).append(t)
+        if wanted:
+            def on_node(node, g):
+                for t in wanted.get(node, ()):
+                    _accumulate_into_leaf(t, g, create_graph)
 
     global _adopt_homes
     before, _adopt_homes = _adopt_homes, sink is _accumulate_into_leaf
     try:
         _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
-             create_graph=create_graph, order=order, on_node=on_node if wanted else None)
+             create_graph=create_graph, order=order, on_node=on_node)
     finally:
         _adopt_homes = before
 
@@ -119,17 +119,18 @@ def _roots(tensors, grads, create_graph):
         if not t.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         if g is None:
-            if t.numel() != 1:
+            if t._data.size != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                    f"(this output has shape {list(t.shape)}); pass gradient=... "
                                    f"of that shape, or reduce it first, e.g. .sum()")
             g = Tensor._empty(t.shape, t.dtype)
             g._data.fill(1)
-        elif not isinstance(g, Tensor):
-            g = Tensor._wrap(np.asarray(g, dtype=t.dtype))
-        if g.shape != t.shape:  # numpy shapes are tuples
-            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(g.shape)} "
-                               f"and output[0] has a shape of {list(t.shape)}.")
+        else:
+            if not isinstance(g, Tensor):
+                g = Tensor._wrap(np.asarray(g, dtype=t.dtype))
+            if g.shape != t.shape:  # numpy shapes are tuples
+                raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(g.shape)} "
+                                   f"and output[0] has a shape of {list(t.shape)}.")
         roots.append((_edge(t), g, t))
     return roots
 
@@ -147,9 +148,6 @@ class GradHomes:
 
     def __init__(self):
         self._homes: dict[int, tuple[weakref.ref, Tensor]] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._homes)
 
     def __len__(self) -> int:
         return len(self._homes)
@@ -181,10 +179,10 @@ def grad_buffer(node: Function, i: int, shape: tuple[int, ...], dtype) -> Tensor
     ``.grad`` is None and that feeds the node once, the home itself, so that accumulation
     adopts it without copying (the largest gradient, W's, is written once, in place)."""
     leaf = node.next[i]
-    if (_adopt_homes and grad_homes and isinstance(leaf, Tensor) and leaf.grad is None
-            and (home := grad_homes.get(leaf)) is not None and home.shape == shape
-            and home.dtype == dtype and sum(e is leaf for e in node.next) == 1):
-        return home
+    if (_adopt_homes and isinstance(leaf, Tensor) and leaf.grad is None
+            and (home := grad_homes.get(leaf)) is not None and home._data.shape == shape
+            and home._data.dtype == dtype and [e is leaf for e in node.next].count(True) == 1):
+        return home  # (counted by identity: a tensor's == is elementwise)
     return Tensor._empty(shape, dtype)
 
 
@@ -197,7 +195,7 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
         # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
         if create_graph:
             leaf.grad = g
-        elif grad_homes and (home := grad_homes.get(leaf)) is not None:
+        elif (home := grad_homes.get(leaf)) is not None:
             if g is not home:  # (it is when the node wrote it there: see grad_buffer)
                 home._data[...] = g._data  # straight into the flat gradient buffer
             home._storage.version += 1
@@ -219,21 +217,23 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
 def _dependencies(roots) -> list:
     """Count, in the record of every node reachable from the roots, how many edges point
     at it (its consumers); a node runs once that ``pending`` count is back to zero.
-    Returns the reachable nodes."""
+    Returns the reachable nodes, the roots' own first."""
     stack = [r for r, _, _ in roots if isinstance(r, Function)]
+    if len(stack) > 1:  # a node given twice runs once: its edges count once
+        stack = list(dict.fromkeys(stack))
     for node in stack:
         _alive(node).words[PENDING] = 0
     reachable, seen = list(stack), set(stack)
     while stack:
-        node = stack.pop()
-        for e in node.next:
+        for e in stack.pop().next:
             if isinstance(e, Function):
-                if e not in seen:
-                    _alive(e).words[PENDING] = 0
+                if e in seen:
+                    e.words[PENDING] += 1
+                else:  # its first consumer
+                    _alive(e).words[PENDING] = 1
                     seen.add(e)
                     reachable.append(e)
                     stack.append(e)
-                e.words[PENDING] += 1
     return reachable
 
 
@@ -290,32 +290,35 @@ def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None) ->
     rec = _trace.active
     if rec is not None:
         rec.phase = "backward"
+    # backward records a graph only with create_graph: grad mode set as set_grad_enabled
+    # would, without a context-manager object per backward
+    grad_enabled, grad_mode._grad_enabled = grad_mode._grad_enabled, bool(create_graph)
     try:
-        _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, rec)
+        _execute(roots, buffers, sink, retain_graph, order, on_node, rec)
     finally:
+        grad_mode._grad_enabled = grad_enabled
         if rec is not None:
             rec.phase = "forward"
 
 
-def _execute(roots, buffers, sink, retain_graph, create_graph, order, on_node, rec) -> None:
-    with set_grad_enabled(create_graph):
-        if order == "topo":
-            schedule = [_alive(n) for n in _topological_order(roots)]
-            if rec is not None:
-                rec.emit("backward", order="topo", roots=[rec.tensor(t) for _, _, t in roots],
-                         schedule=[_trace.node_id(n) for n in schedule])
-            for node in schedule:
-                if node in buffers:
-                    _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
-            return
-        reachable = _dependencies(roots)
-        ready = [r for r, _, _ in roots if isinstance(r, Function) and r.words[PENDING] == 0]
-        ready = list(dict.fromkeys(ready))
+def _execute(roots, buffers, sink, retain_graph, order, on_node, rec) -> None:
+    if order == "topo":
+        schedule = [_alive(n) for n in _topological_order(roots)]
         if rec is not None:
-            rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
-                     pending=_pending(reachable), ready=[_trace.node_id(n) for n in ready])
-        while ready:
-            _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, reachable, ready)
+            rec.emit("backward", order="topo", roots=[rec.tensor(t) for _, _, t in roots],
+                     schedule=[_trace.node_id(n) for n in schedule])
+        for node in schedule:
+            if node in buffers:
+                _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
+        return
+    reachable = _dependencies(roots)
+    # the roots' nodes, once each in the order given, are the keys buffers holds so far
+    ready = [n for n in buffers if n.words[PENDING] == 0]
+    if rec is not None:
+        rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
+                 pending=_pending(reachable), ready=[_trace.node_id(n) for n in ready])
+    while ready:
+        _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, reachable, ready)
 
 
 def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready) -> None:
@@ -336,15 +339,16 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
     for i, (edge, gi, shape) in enumerate(zip(edges, grads, node.input_shapes)):
         if edge is None or gi is None:
             continue
-        if gi.shape != shape:
+        if gi._data.shape != shape:
             raise RuntimeError(f"Function {node.name} returned an invalid gradient at index {i} - got "
                                f"{list(gi.shape)} but expected shape compatible with {list(shape)}")
         if isinstance(edge, Function):
             buffers[edge] = buffers[edge] + gi if edge in buffers else gi
             if ready is not None:
                 words = edge.words
-                words[PENDING] -= 1
-                if words[PENDING] == 0:
+                pending = words[PENDING] - 1
+                words[PENDING] = pending
+                if pending == 0:
                     ready.append(edge)
         else:
             sink(edge, gi)

@@ -167,7 +167,7 @@ class Function:
         if self._saved_layout is None:
             return tuple(items)
         it = iter(items)
-        return tuple(next(it) if present else None for present in self._saved_layout)
+        return tuple([next(it) if present else None for present in self._saved_layout])
 
     # -- applying ---------------------------------------------------------------------------
     @classmethod
@@ -176,11 +176,10 @@ class Function:
         inputs = [a for a in args if isinstance(a, Tensor)]
         requires_grad = False
         if grad_mode._grad_enabled:
-            for t in inputs:
-                if t.requires_grad:
-                    requires_grad = True
-                    ctx.needs_input_grad = tuple([t.requires_grad for t in inputs])
-                    break
+            needs = tuple([t.requires_grad for t in inputs])
+            if True in needs:
+                requires_grad = True
+                ctx.needs_input_grad = needs
         out = cls.forward(ctx, *args, **kwargs)  # may read ctx.needs_input_grad to save less
         grad_fn = ctx if requires_grad else None
         made = ctx._out
@@ -229,9 +228,10 @@ class Function:
         self._let_go(dropped=False)
 
     def __del__(self):
-        # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too
-        # (nothing to do for a node never recorded: an op run without a graph)
-        if self.record is not None or self.saved:
+        # a graph dropped without backward (e.g. `del loss`) lets go of its bytes too (nothing
+        # to do for a node never recorded, an op run without a graph, nor for one released
+        # already: its saved tensors went with its record)
+        if self.record is not None:
             self._let_go(dropped=True)
 
     def _let_go(self, dropped: bool) -> None:

@@ -95,6 +95,16 @@ def test_several_roots_at_once(order):
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("order", ["deps", "topo"])
+def test_the_same_root_twice_gets_both_gradients(order):
+    # PyTorch sums both gradients; the root runs once, so its edges count once in the
+    # dependency counts (counted twice, the nodes below it would never run)
+    x = leaf([1.0, -2.0, 3.0])
+    y = (x * 2).sum()
+    mt.backward([y, y], order=order)
+    np.testing.assert_allclose(x.grad.numpy(), [4.0, 4.0, 4.0])
+
+
 # -- linear, not exponential --------------------------------------------------------------------
 @pytest.mark.parametrize("order", ["deps", "topo"])
 def test_ten_thousand_node_chain(order):
