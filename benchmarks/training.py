@@ -450,7 +450,9 @@ def _mt_opt(kind: str, data):
 
 
 def _numpy_opt(kind: str, data, flat: bool):
-    """The same math in numpy: on one flat array (``flat``: the floor) or tensor by tensor."""
+    """The same math in numpy: on one flat array (``flat``: the floor) or tensor by tensor.
+    Temporaries go into one reused scratch array, as in microtorch's optimizers (a fresh
+    4 MB temporary per operation would cost page faults that neither side needs)."""
     params_np, grads_np = data
     if flat:
         params = [np.concatenate([p.ravel() for p in params_np])]
@@ -460,33 +462,39 @@ def _numpy_opt(kind: str, data, flat: bool):
         grads = [g.copy() for g in grads_np]
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params] if kind == "adam" else None
+    scratch = np.empty(max(p.size for p in params), np.float32)
+    rooms = [scratch[:p.size].reshape(p.shape) for p in params]  # each array's view of it
     state = {"t": 0}
     b1, b2 = BETAS
 
     def sgd():
         first = state["t"] == 0
         state["t"] += 1
-        for p, g, buf in zip(params, grads, m):
+        for p, g, buf, tmp in zip(params, grads, m, rooms):
             if first:
                 np.copyto(buf, g)
             else:
                 buf *= MOMENTUM
                 buf += g
-            p -= OPT_LR * buf
+            p -= np.multiply(buf, OPT_LR, out=tmp)
 
     def adam():
         state["t"] += 1
         t = state["t"]
         bias1, bias2_sqrt = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
-        for p, g, mi, vi in zip(params, grads, m, v):
+        for p, g, mi, vi, tmp in zip(params, grads, m, v, rooms):
             mi *= b1
-            mi += (1 - b1) * g
+            mi += np.multiply(g, 1 - b1, out=tmp)
             vi *= b2
-            vi += (1 - b2) * g * g
-            denom = np.sqrt(vi)
+            np.multiply(g, 1 - b2, out=tmp)
+            tmp *= g
+            vi += tmp
+            denom = np.sqrt(vi, out=tmp)
             denom /= bias2_sqrt
             denom += EPS
-            p -= (ADAM_LR / bias1) * (mi / denom)
+            np.divide(mi, denom, out=denom)
+            denom *= ADAM_LR / bias1
+            p -= denom  # p -= (lr / bias1) * m / denom
 
     return (sgd if kind == "sgd" else adam), lambda: np.concatenate([p.ravel() for p in params])
 
