@@ -23,9 +23,12 @@ caches (it evicted this engine's megabytes), which a training loop never sees.
 OpenBLAS, PyTorch uses MKL (through its own matmul paths), and each has its own thread
 pool. The group runs both with ONE thread: ``torch.set_num_threads(1)`` and OpenBLAS set
 to 1 thread (through threadpoolctl when installed, else through the OpenBLAS library numpy
-loaded, found in ``/proc/self/maps``) — restored afterwards. On a 2-core machine shared
-with the Python thread, a second BLAS thread mostly adds hand-off and contention noise;
-full runs also time the libraries' default thread counts and print them as notes.
+loaded, found in ``/proc/self/maps``) — restored afterwards. So the ratio compares the
+engines on one core, where it is reproducible. A second BLAS thread (the libraries' default
+on 2 cores) nearly halves the matrix products but not the engine's Python work, which runs
+on the main thread between them: the ratio to numpy is then higher. Full runs time the
+libraries' default thread counts too and print them as a note (torch in a round of its own:
+its idle OpenMP workers keep spinning after its steps and would slow the others).
 Because the BLAS libraries differ, the numpy/PyTorch ratio is a BLAS comparison as much as
 anything; the notes time the step's five matrix products alone in both to show it.
 
