@@ -103,11 +103,15 @@ class Arena:
         self.padding += pad
         self.requested += nbytes
         self.live_blocks[block.id] = block
-        self.high_water = max(self.high_water, self.used)
+        used = before + start + nbytes  # = self.used, without the property call
+        if used > self.high_water:
+            self.high_water = used
         self.allocations += 1
         self.alloc_ns += time.perf_counter_ns() - t0
-        _trace.emit("alloc_block", allocator=self.name, block=block.id, chunk=block.chunk,
-              offset=start, nbytes=nbytes, size=block.size, padding=pad, tag=tag)
+        rec = _trace.active  # the check inlined: an event's fields cost more than the allocation
+        if rec is not None:
+            rec.emit("alloc_block", allocator=self.name, block=block.id, chunk=block.chunk,
+                     offset=start, nbytes=nbytes, size=block.size, padding=pad, tag=tag)
         return block
 
     def _grow(self, nbytes: int) -> None:
@@ -142,7 +146,9 @@ class Arena:
         block.live = False
         self.requested -= block.nbytes
         del self.live_blocks[block.id]
-        _trace.emit("free_block", allocator=self.name, block=block.id)
+        rec = _trace.active
+        if rec is not None:
+            rec.emit("free_block", allocator=self.name, block=block.id)
 
     def check(self, block: Block) -> None:
         """Raise if ``block`` is stale (its arena was reset since it was handed out)."""
