@@ -423,16 +423,25 @@ def test_a_layer_used_twice_gets_both_contributions_in_its_flat_gradient():
         np.testing.assert_allclose(flat, plain, rtol=1e-13)
 
 
-def test_numpy_backward_of_linear_and_relu_equals_their_recorded_ops():
-    """Without create_graph Linear and Relu run backward in numpy; with it, as microtorch ops."""
+@pytest.mark.parametrize("loss", ["squares", "mean", "sum", "none"])
+def test_numpy_backward_equals_the_recorded_ops(loss):
+    """Without create_graph Linear, Relu and CrossEntropy (each reduction) run backward in
+    numpy; with it, as microtorch ops (CrossEntropyGrad). Both must give the same gradients."""
     mt.manual_seed(5)
     model = nn.MLP(5, [7], 3, dtype=mt.float64)
     x = f64(4, 5)
+    target = mt.tensor(np.array([0, 2, 1, 2]))
+    row_weights = mt.tensor(np.array([0.5, -1.0, 2.0, 0.25]))  # d(result)/d(loss_i) for "none"
     grads = []
     for create_graph in (False, True):
         x.grad = None
         model.zero_grad()
-        (model(x) ** 2).sum().backward(create_graph=create_graph)
+        out = model(x)
+        if loss == "squares":
+            (out ** 2).sum().backward(create_graph=create_graph)
+        else:
+            value = mt.cross_entropy(out, target, reduction=loss)
+            value.backward(row_weights if loss == "none" else None, create_graph=create_graph)
         grads.append([t.grad.detach().numpy().copy() for t in (x, *model.parameters())])
     for fast, recorded in zip(*grads):
         np.testing.assert_allclose(fast, recorded, rtol=1e-13)
