@@ -481,3 +481,10 @@ def test_module_to_double_converts_in_place_and_leaves_the_flat_buffer():
     assert model[0].weight.grad.dtype == mt.float64
     with pytest.raises(RuntimeError, match="create the optimizer after converting"):
         opt.step()
+
+
+def test_a_linear_without_its_weight_says_so():
+    lin = nn.Linear(2, 3)
+    del lin.weight
+    with pytest.raises(AttributeError, match="'Linear' object has no attribute 'weight'"):
+        lin(mt.ones(1, 2))
