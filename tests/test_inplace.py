@@ -445,3 +445,25 @@ def _random_program(seed):
 @pytest.mark.parametrize("seed", range(150))
 def test_random_inplace_programs_on_views_match_pytorch(seed):
     compare(_random_program(seed), A, B, C)
+
+
+# -- a loss's class-index target is saved for backward, as in PyTorch ----------------------------
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_changing_the_target_before_backward_is_refused(loss):
+    x = leaf(3, 4)
+    y = mt.tensor(np.array([0, 1, 2]))
+    value = (mt.cross_entropy(x, y) if loss == "cross_entropy" else mt.nll_loss(x.log_softmax(1), y))
+    y[0] = 3  # the loss was computed for class 0 in row 0: its gradient can no longer be had
+    raises(RuntimeError, value.backward, "modified by an inplace operation", "is at version 1")
+
+
+def test_a_numpy_target_is_copied_when_the_loss_is_computed():
+    x = leaf(3, 4)
+    y = np.array([0, 1, 2])
+    mt.cross_entropy(x, y).backward()
+    expected = x.grad.numpy().copy()
+    x.grad = None
+    loss = mt.cross_entropy(x, y)
+    y[0] = 3  # the user's array changes after forward: backward still uses what forward used
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15)

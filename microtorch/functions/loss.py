@@ -46,24 +46,31 @@ class LogSoftmax(Function):
 
 
 class NllLoss(Function):
-    """L = −Σᵢ logp[i, targetᵢ] (÷ N for "mean");  dL/dlogp = −onehot(target) (÷ N)."""
+    """L = −Σᵢ logp[i, targetᵢ] (÷ N for "mean");  dL/dlogp = −onehot(target) (÷ N).
+
+    The target (class indices, no gradient) is an input saved for backward, as in PyTorch:
+    an in-place change to it before backward raises the version error instead of giving
+    the gradient of a loss that was never computed.
+    """
 
     @staticmethod
     def forward(ctx, logp, target, reduction):
         n = logp.shape[0]
-        ctx.shape, ctx.target, ctx.reduction = logp.shape, target, reduction
-        picked = -logp._data[np.arange(n), target]
+        ctx.shape, ctx.reduction = logp.shape, reduction
+        ctx.save_for_backward(target)
+        picked = -logp._data[np.arange(n), target._data]
         if reduction == "none":
             return picked
         return picked.sum() / (n if reduction == "mean" else 1)
 
     @staticmethod
     def backward(ctx, g):
+        (target,) = ctx.saved_arrays()
         n = ctx.shape[0]
         hot = np.zeros(ctx.shape, dtype=g.dtype)
-        hot[np.arange(n), ctx.target] = -1.0 / (n if ctx.reduction == "mean" else 1)
+        hot[np.arange(n), target] = -1.0 / (n if ctx.reduction == "mean" else 1)
         hot = Tensor._wrap(hot)
-        return hot * (g.unsqueeze(1) if ctx.reduction == "none" else g)
+        return hot * (g.unsqueeze(1) if ctx.reduction == "none" else g), None
 
 
 class CrossEntropy(Function):
@@ -78,13 +85,15 @@ class CrossEntropy(Function):
     :class:`CrossEntropyGrad`, that starts from it (without ``create_graph``, the same
     formula straight in numpy, as no graph is recorded). PyTorch records the composition
     (``NllLossBackward0`` after ``LogSoftmaxBackward0``); here the node is ``CrossEntropyBackward``.
+    As in PyTorch, the target is an input (with no gradient) saved for backward: changing
+    it in place before backward raises the version error.
     """
 
     @staticmethod
     def forward(ctx, x, target, reduction):
-        ctx.target, ctx.divisor = target, x.shape[0] if reduction == "mean" else 1
+        ctx.divisor = x.shape[0] if reduction == "mean" else 1
         e = x._data - x._data.max(axis=1, keepdims=True)
-        picked = e[np.arange(x.shape[0]), target]  # the shifted logits of the targets (a copy)
+        picked = e[np.arange(x.shape[0]), target._data]  # the shifted logits of the targets (a copy)
         np.exp(e, out=e)
         total = e.sum(axis=1, keepdims=True)
         losses = np.log(total[:, 0])
@@ -92,7 +101,7 @@ class CrossEntropy(Function):
         if ctx.needs_input_grad:  # backward starts from softmax(x) = e / Σ e: keep it
             probs = Tensor._empty(x.shape, x.dtype)
             np.divide(e, total, out=probs._data)
-            ctx.save_for_backward(x, probs)
+            ctx.save_for_backward(x, probs, target)
         if reduction == "none":
             return losses
         return losses.sum() / ctx.divisor
@@ -100,12 +109,13 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, g):
         if not grad_mode._grad_enabled:  # no graph to record: the gradient straight from numpy
-            _, probs = ctx.saved_arrays()
+            _, probs, target = ctx.saved_arrays()
             d = Tensor._empty(probs.shape, probs.dtype)
-            _softmax_minus_onehot(d._data, probs, ctx.target, g._data, ctx.divisor)
-            return d
-        x, probs = ctx.saved_tensors
-        return CrossEntropyGrad.apply(x, g, probs._data, ctx.target, ctx.divisor)
+            _softmax_minus_onehot(d._data, probs, target, g._data, ctx.divisor)
+            return d, None
+        x, probs, target = ctx.saved_tensors
+        # (CrossEntropyGrad keeps its own copy of the indices: they are not one of its inputs)
+        return CrossEntropyGrad.apply(x, g, probs._data, target._data.copy(), ctx.divisor), None
 
 
 class CrossEntropyGrad(Function):
@@ -162,11 +172,13 @@ def _check_reduction(op, reduction):
         raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
-def _class_indices(op, x, target) -> np.ndarray:
-    """``target`` as a numpy array of class indices for the rows of ``x`` (N, C), checked."""
+def _class_indices(op, x, target) -> Tensor:
+    """``target`` as a tensor of class indices for the rows of ``x`` (N, C), checked. A
+    target that is not a tensor (a list, a numpy array) is copied into one: the op saves it
+    for backward, which must read the indices forward read."""
     if x.ndim != 2:
         raise ValueError(f"{op}: expected input of shape (N, C), got {list(x.shape)}")
-    t = target.numpy() if isinstance(target, Tensor) else np.asarray(target)  # numpy() keeps its bytes alive
+    t = target._data if isinstance(target, Tensor) else np.asarray(target)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype {t.dtype.name} "
                         "(for probabilities use a different loss; convert labels with .long())")
@@ -179,7 +191,11 @@ def _class_indices(op, x, target) -> np.ndarray:
         bad = (t < 0) | (t >= x.shape[1])
         raise IndexError(f"Target {int(t[bad][0])} is out of bounds: there are {x.shape[1]} "
                          f"classes, so targets must lie in 0..{x.shape[1] - 1}")
-    return t
+    if isinstance(target, Tensor):
+        return target
+    from ..creation import tensor
+
+    return tensor(t)
 
 
 def nll_loss(logp, target, reduction="mean"):
