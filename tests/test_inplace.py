@@ -467,3 +467,34 @@ def test_a_numpy_target_is_copied_when_the_loss_is_computed():
     y[0] = 3  # the user's array changes after forward: backward still uses what forward used
     loss.backward()
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15)
+
+
+# -- so are the index tensors of indexing, embedding and index_put_ --------------------------------
+def _index_then_change(kind):
+    x = leaf(4)
+    i = mt.tensor(np.array([0, 1]))
+    if kind == "index":
+        value = x[i].sum()
+    elif kind == "embedding":
+        value = mt.nn.functional.embedding(i, x.reshape(4, 1)).sum()
+    else:  # index_put_: z[i] = v writes through the index
+        z, v = x * 1, leaf(2, seed=1)
+        z[i] = v
+        value = z.sum()
+    i[0] = 3  # the gradient would go to the wrong rows
+    return value
+
+
+@pytest.mark.parametrize("kind", ["index", "embedding", "index_put_"])
+def test_changing_an_index_tensor_before_backward_is_refused(kind):
+    value = _index_then_change(kind)
+    raises(RuntimeError, value.backward, "modified by an inplace operation", "is at version 1")
+
+
+def test_a_numpy_index_is_copied_when_the_op_runs():
+    x = leaf(4)
+    i = np.array([0, 1])
+    y = x[i].sum()
+    i[0] = 3
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 0.0, 0.0])

@@ -57,7 +57,7 @@ from .inplace_checks import (_check_autograd, _check_broadcast, _check_inputs, _
                              _check_written, _scalar_dtype)
 from .inplace_ops import (Add_, Clamp_, Copy_, Div_, Exp_, Fill_, IndexPut_, Mul_, Neg_, Relu_,
                           Sigmoid_, Sqrt_, Tanh_)
-from .shape import _index_key, _is_advanced
+from .shape import _index_key, _index_tensors, _is_advanced
 from .strided import as_strided, strided_array
 
 
@@ -252,7 +252,7 @@ def setitem(t: Tensor, key, value) -> None:
     """``t[key] = value``. Basic keys (ints, slices, None, ...) write through a view
     (``t[key].copy_(value)``, so CopySlices rebases ``t``'s history); integer-array and
     boolean-mask keys write directly into ``t`` (PyTorch's ``index_put_``)."""
-    key = _index_key(key)
+    index_tensors, key = _index_tensors(key), _index_key(key)
     if _is_advanced(key):
         if not isinstance(value, Tensor):
             from ..creation import tensor
@@ -260,7 +260,7 @@ def setitem(t: Tensor, key, value) -> None:
             value = tensor(value, dtype=t.dtype)
         elif value.dtype != t.dtype:
             value = value.to(t.dtype)
-        _inplace(IndexPut_, "index_put_", t, value, key, tensors=(value,))
+        _inplace(IndexPut_, "index_put_", t, value, key, index_tensors, tensors=(value,))
         return
     target = t[key]
     if isinstance(value, Tensor):

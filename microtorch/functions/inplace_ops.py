@@ -262,8 +262,10 @@ class IndexPut_(_InplaceOp):
     positions zeroed, d/dv = g at those positions (summed back to v's shape)."""
 
     @staticmethod
-    def forward(ctx, x, v, key):
+    def forward(ctx, x, v, key, index_tensors=()):
         ctx.key, ctx.shape = key, v.shape
+        if index_tensors:
+            ctx.save_for_backward(*index_tensors)  # for their versions (see shape._index_tensors)
         out = writable(x)
         try:
             out[key] = v._data
@@ -277,6 +279,7 @@ class IndexPut_(_InplaceOp):
 
     @staticmethod
     def backward(ctx, g):
+        ctx.saved_arrays()  # raises if an index tensor was written in place since forward
         gx = g * Tensor._wrap(ctx.keep.astype(g.dtype)) if ctx.needs_input_grad[0] else None
         gv = unbroadcast(g[ctx.key], ctx.shape) if ctx.needs_input_grad[1] else None
         return gx, gv

@@ -186,14 +186,25 @@ def _broadcast(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _index_key(key):
-    """Tensors inside an index become numpy arrays; everything else passes through."""
+    """Tensors inside an index become numpy arrays and numpy arrays are copied (backward
+    reads the key later: a change to the caller's array must not change the gradient);
+    everything else passes through."""
     if isinstance(key, tuple):
         return tuple(_index_key(k) for k in key)
     if isinstance(key, Tensor):
         return key.detach().numpy()  # holds a storage reference: backward reads it later
+    if isinstance(key, np.ndarray):
+        return key.copy()
     if isinstance(key, list):
         return np.asarray(key)
     return key
+
+
+def _index_tensors(key) -> tuple:
+    """The tensors inside an index (integer arrays, boolean masks). An op indexing with them
+    saves them for backward, as PyTorch does: an in-place change to one before backward
+    raises the version error instead of scattering the gradient to the wrong places."""
+    return tuple(k for k in (key if isinstance(key, tuple) else (key,)) if isinstance(k, Tensor))
 
 
 def _is_advanced(key) -> bool:
@@ -214,8 +225,10 @@ class Index(Function):
     is_view = True
 
     @staticmethod
-    def forward(ctx, x, key):
+    def forward(ctx, x, key, index_tensors=()):
         ctx.shape, ctx.key = x.shape, key
+        if index_tensors:
+            ctx.save_for_backward(*index_tensors)  # for their versions (see _index_tensors)
         try:
             out = x._data[key]
             if not isinstance(out, np.ndarray):  # an all-integer key: numpy gives a scalar copy,
@@ -226,6 +239,7 @@ class Index(Function):
 
     @staticmethod
     def backward(ctx, g):
+        ctx.saved_arrays()  # raises if an index tensor was written in place since forward
         return IndexAdd.apply(g, ctx.shape, ctx.key)
 
 
@@ -319,7 +333,7 @@ def broadcast_to(x, shape):
 
 
 def index(x, key):
-    return Index.apply(x, _index_key(key))
+    return Index.apply(x, _index_key(key), _index_tensors(key))
 
 
 def cat(tensors, dim=0):

@@ -48,7 +48,7 @@ def embedding(indices, weight: Tensor) -> Tensor:
         bad = idx[(idx < 0) | (idx >= n)].flat[0]
         raise IndexError(f"embedding: index {int(bad)} is out of range for an embedding with "
                          f"{n} rows (valid: 0..{n - 1})")
-    return weight[idx]
+    return weight[indices if isinstance(indices, Tensor) else idx]  # a tensor's version is saved
 
 
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
