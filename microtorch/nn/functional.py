@@ -39,7 +39,7 @@ def embedding(indices, weight: Tensor) -> Tensor:
     It is integer-array indexing, so the gradient is a scatter-add: dL/dW[r] is the sum of
     the output gradients of every position that picked row r (a dense gradient of W's shape).
     """
-    idx = indices.detach().numpy() if isinstance(indices, Tensor) else np.asarray(indices)
+    idx = indices._data if isinstance(indices, Tensor) else np.asarray(indices)  # checked here only
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers (int64), got {idx.dtype.name}; "
                         "convert them with .long()")
@@ -48,7 +48,7 @@ def embedding(indices, weight: Tensor) -> Tensor:
         bad = idx[(idx < 0) | (idx >= n)].flat[0]
         raise IndexError(f"embedding: index {int(bad)} is out of range for an embedding with "
                          f"{n} rows (valid: 0..{n - 1})")
-    return weight[indices if isinstance(indices, Tensor) else idx]  # a tensor's version is saved
+    return weight[indices if isinstance(indices, Tensor) else idx]  # indexing saves a tensor's version
 
 
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
