@@ -84,15 +84,26 @@ def _inplace(op_cls, name: str, t: Tensor, *args, tensors=()) -> Tensor:
         if s.is_output:  # the output was saved *after* the write: it saw the new version
             s.version = storage.version
     if base is None:
-        t.grad_fn, t.requires_grad = node, True
+        _set_history(t, node)
         owner = t
     else:
-        rebased = CopySlices.apply(base, result, *_region(base, t)).grad_fn
-        base.grad_fn, base.requires_grad = rebased, True
+        _set_history(base, CopySlices.apply(base, result, *_region(base, t)).grad_fn)
         owner = base
     del result  # a temporary alias of t's bytes: not a view anyone holds
     _rebase_views(owner)
     return t
+
+
+def _set_history(t: Tensor, node) -> None:
+    """``t``'s values are now ``node``'s output. A retained gradient follows the new node
+    (PyTorch: after ``y.retain_grad(); y.mul_(3)``, ``y.grad`` is d(loss)/d(the new y))."""
+    old, t.grad_fn = t.grad_fn, node
+    t.requires_grad = node is not None or t.requires_grad
+    if t._retains_grad and node is not old:
+        if old is not None and old._retained:
+            old._retained = [ref for ref in old._retained if ref() is not t] or None
+        if node is not None:
+            node._retain(t)
 
 
 def _rebase_views(base: Tensor) -> None:
@@ -101,7 +112,8 @@ def _rebase_views(base: Tensor) -> None:
     for v in _views.live_views(base._storage):
         if v._base is base:
             fresh = as_strided(base, v.shape, v.stride(), v.storage_offset())
-            v.grad_fn, v.requires_grad = fresh.grad_fn, fresh.requires_grad
+            _set_history(v, fresh.grad_fn)
+            v.requires_grad = fresh.requires_grad
 
 
 def _region(base: Tensor, view: Tensor):
