@@ -28,16 +28,15 @@ def _new(array: np.ndarray, requires_grad: bool) -> Tensor:
 
 def _infer_dtype(array: np.ndarray, data):
     """PyTorch's inference: Python floats → float32; ints → int64; bools → bool;
-    a numpy array keeps its dtype."""
-    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
-        if array.dtype == dtypes.int32:
-            return dtypes.int32  # as in PyTorch; other integer widths widen to int64
-        if array.dtype.kind in "iu":
-            return dtypes.int64 if array.dtype.kind == "i" or array.dtype.itemsize < 8 else array.dtype
-        return array.dtype
+    a numpy array keeps its dtype (narrow integers widen to int64; int32 stays, as in PyTorch)."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return dtypes.of_array(array.dtype)
     if array.dtype.kind == "f":
         return dtypes.default_float
     if array.dtype.kind in "iu":
+        if array.dtype == np.uint64:  # numpy's type for Python ints past int64's range
+            raise RuntimeError("Overflow when unpacking long: an integer in the data does not fit "
+                               "in int64; pass floats (or dtype=mt.float64) for such values")
         return dtypes.int64
     if array.dtype.kind == "b":
         return dtypes.bool_
@@ -51,20 +50,43 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
         data = data._data
     try:
         array = np.array(data)
-    except ValueError as e:
-        raise ValueError(f"tensor(): the data is not rectangular (ragged nested lists?): {e}") from None
-    target = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(array, data)
+    except ValueError:
+        raise ValueError(f"tensor(): {_ragged(data)}; nested lists must be rectangular "
+                         "(every row of a dimension the same length)") from None
+    inferred = _infer_dtype(array, data)  # refuses complex, strings, dates, objects, uint64
+    target = dtypes.as_dtype(dtype) if dtype is not None else inferred
     return _new(np.array(array, dtype=target, order="C"), requires_grad)
+
+
+def _ragged(data) -> str:
+    """Where nested lists stop being rectangular, in PyTorch's words: "expected sequence of
+    length 2 at dim 1 (got 1)" (the expected lengths come from the first elements)."""
+    shape, d = [], data
+    while isinstance(d, (list, tuple)) and d:
+        shape.append(len(d))
+        d = d[0]
+
+    def walk(d, dim):
+        if dim == len(shape):
+            return None if np.ndim(d) == 0 or isinstance(d, str) else \
+                f"expected a number at dim {dim} (got a sequence of length {len(d)})"
+        if not isinstance(d, (list, tuple)):
+            return f"expected sequence of length {shape[dim]} at dim {dim} (got {type(d).__name__})"
+        if len(d) != shape[dim]:
+            return f"expected sequence of length {shape[dim]} at dim {dim} (got {len(d)})"
+        return next((r for r in (walk(e, dim + 1) for e in d) if r), None)
+
+    return walk(data, 0) or "the data is not rectangular"
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor over ``array``'s own bytes: writes through one are seen by the other."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    dtypes.of_array(array.dtype, copy=False)  # PyTorch's error for dtypes microtorch has no tensor for
     if not array.flags.c_contiguous:
         raise ValueError("from_numpy: the array is not C-contiguous, so microtorch cannot view it "
                          "without copying; pass np.ascontiguousarray(array) (a copy) instead")
-    dtypes.as_dtype(array.dtype)  # a clear error for unsupported dtypes
     return Tensor._over(array, Storage(array.reshape(-1), None, "tensor"))  # numpy keeps owning the bytes
 
 

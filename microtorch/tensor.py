@@ -25,11 +25,15 @@ class Tensor:
     __array_ufunc__ = None  # numpy defers to our reflected operators: np.float64(2) * t is a Tensor
     __hash__ = object.__hash__  # == is elementwise (as in PyTorch), identity is the hash
 
-    def __init__(self, data, dtype=None, requires_grad: bool = False):
+    def __new__(cls, data, dtype=None, requires_grad: bool = False):
         from .creation import tensor  # the same rules as mt.tensor(...)
 
+        # built in __new__: bad data raises before any object exists (__del__ never meets a half-built one)
         t = tensor(data, dtype=dtype, requires_grad=requires_grad)
-        _init(self, t._data, t._storage, None, requires_grad, None)
+        return _init(object.__new__(cls), t._data, t._storage, None, requires_grad, None)
+
+    def __init__(self, data, dtype=None, requires_grad: bool = False):
+        pass  # everything happened in __new__
 
     @classmethod
     def _wrap(cls, array: np.ndarray, requires_grad: bool = False, grad_fn=None,

@@ -151,7 +151,11 @@ def test_reshape_to_the_wrong_number_of_elements():
 
 
 def test_ragged_lists():
-    check(ValueError, lambda: mt.tensor([[1, 2], [3]]), "ragged")
+    msg = check(ValueError, lambda: mt.tensor([[1, 2], [3]]), "expected sequence of length 2 at dim 1 (got 1)",
+                "rectangular")
+    assert "inhomogeneous" not in msg  # numpy's own text does not pass through
+    check(ValueError, lambda: mt.tensor([[[1], [2]], [[3], [4, 5]]]), "length 1 at dim 2 (got 2)")
+    check(ValueError, lambda: mt.tensor([[1, 2], 3]), "at dim 1 (got int)")
     check(TypeError, lambda: mt.tensor(["a", "b"]), "numbers")
 
 

@@ -51,3 +51,62 @@ def test_retained_grad_after_in_place_ops_matches_torch(torch):
     ours = run(mt, mt.tensor([1., 2., 3.], dtype=mt.float64, requires_grad=True))
     theirs = run(torch, torch.tensor([1., 2., 3.], dtype=torch.float64, requires_grad=True))
     np.testing.assert_allclose(ours, theirs)
+
+
+# -- numpy dtypes: accept what microtorch has, refuse the rest as PyTorch does ------------------
+UNSUPPORTED = [np.zeros(2, np.complex128), np.zeros(2, np.complex64), np.array(["a", "b"]),
+               np.array(["2020-01-01"], dtype="datetime64[D]"), np.zeros(2, np.uint64),
+               np.array([1, "a"], dtype=object), np.zeros(2, np.longdouble)]
+
+
+@pytest.mark.parametrize("array", UNSUPPORTED, ids=lambda a: a.dtype.name)
+@pytest.mark.parametrize("make", [mt.tensor, mt.from_numpy, mt.Tensor, lambda a: mt.tensor(a, dtype=mt.float32)],
+                         ids=["tensor", "from_numpy", "Tensor", "tensor_dtype"])
+def test_unsupported_numpy_dtypes_are_refused(array, make):
+    with pytest.raises(TypeError, match=f"can't convert np.ndarray of type numpy.{array.dtype.type.__name__}"):
+        make(array)
+
+
+def test_unsupported_numpy_scalars_are_refused():
+    with pytest.raises(TypeError, match="numpy.complex128"):
+        mt.tensor(np.complex128(1 + 2j))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.uint16, np.uint32])
+def test_narrow_integers_widen_to_int64_in_a_copy_but_cannot_be_viewed(dtype):
+    a = np.array([1, 2, 100], dtype=dtype)
+    t = mt.tensor(a)
+    assert t.dtype == mt.int64 and t.tolist() == [1, 2, 100]
+    with pytest.raises(TypeError, match="mt.tensor"):
+        mt.from_numpy(a)
+
+
+def test_supported_numpy_dtypes_are_kept():
+    for d in (np.float16, np.float32, np.float64, np.int32, np.int64, np.bool_):
+        a = np.ones(3, dtype=d)
+        assert mt.tensor(a).dtype == d and mt.from_numpy(a).dtype == d
+    big_endian = np.arange(3, dtype=">f4")
+    assert mt.tensor(big_endian).tolist() == [0., 1., 2.]
+
+
+def test_load_refuses_an_npz_with_unsupported_arrays(tmp_path):
+    path = tmp_path / "bad.npz"
+    np.savez(path, w=np.zeros(2, np.complex128))
+    with pytest.raises(TypeError, match="numpy.complex128"):
+        mt.load(path)
+
+
+def test_a_python_int_past_int64_is_refused():
+    with pytest.raises(RuntimeError, match="Overflow"):
+        mt.tensor([2 ** 63])
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("array", UNSUPPORTED[2:4] + UNSUPPORTED[5:6], ids=lambda a: a.dtype.name)
+def test_refusal_message_is_torchs(array, torch):
+    with pytest.raises(TypeError) as theirs:
+        torch.from_numpy(array)
+    with pytest.raises(TypeError) as ours:
+        mt.from_numpy(array)
+    head = str(theirs.value).split(". ")[0]
+    assert str(ours.value).startswith(head)
