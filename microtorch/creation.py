@@ -7,16 +7,7 @@ import numpy as np
 
 from . import dtypes
 from .memory.storage import Storage
-from .tensor import Tensor
-
-
-def _size(size) -> tuple[int, ...]:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = size[0]
-    out = tuple(int(n) for n in size)
-    if any(n < 0 for n in out):
-        raise ValueError(f"sizes must be non-negative, got {list(out)}")
-    return out
+from .tensor import Tensor, _sizes
 
 
 def _new(array: np.ndarray, requires_grad: bool) -> Tensor:
@@ -91,22 +82,22 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _new(np.zeros(_size(size), dtype=dtypes.as_dtype(dtype)), requires_grad)
+    return _new(np.zeros(_sizes("zeros", size), dtype=dtypes.as_dtype(dtype)), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _new(np.ones(_size(size), dtype=dtypes.as_dtype(dtype)), requires_grad)
+    return _new(np.ones(_sizes("ones", size), dtype=dtypes.as_dtype(dtype)), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _new(np.empty(_size(size), dtype=dtypes.as_dtype(dtype)), requires_grad)
+    return _new(np.empty(_sizes("empty", size), dtype=dtypes.as_dtype(dtype)), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64
                  if isinstance(fill_value, numbers.Integral) else dtypes.default_float)
-    return _new(np.full(_size((size,)), fill_value, dtype=dtypes.as_dtype(dtype)), requires_grad)
+    return _new(np.full(_sizes("full", (size,)), fill_value, dtype=dtypes.as_dtype(dtype)), requires_grad)
 
 
 def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -186,13 +177,13 @@ def _float_dtype(dtype):
 
 def randn(*size, dtype=None, generator=None, requires_grad: bool = False) -> Tensor:
     """Samples of the standard normal distribution N(0, 1)."""
-    a = _rng(generator).standard_normal(_size(size), dtype=_float_dtype(dtype))
+    a = _rng(generator).standard_normal(_sizes("randn", size), dtype=_float_dtype(dtype))
     return _new(a, requires_grad)
 
 
 def rand(*size, dtype=None, generator=None, requires_grad: bool = False) -> Tensor:
     """Samples of the uniform distribution on [0, 1)."""
-    a = _rng(generator).random(_size(size), dtype=_float_dtype(dtype))
+    a = _rng(generator).random(_sizes("rand", size), dtype=_float_dtype(dtype))
     return _new(a, requires_grad)
 
 
@@ -200,7 +191,7 @@ def randint(low, high=None, size=(), dtype=None, generator=None) -> Tensor:
     """Integers uniform on [low, high) (``randint(high, size=...)`` starts at 0)."""
     if high is None:
         low, high = 0, low
-    a = _rng(generator).integers(low, high, size=_size((size,)) if size != () else ())
+    a = _rng(generator).integers(low, high, size=_sizes("randint", (size,)) if size != () else ())
     return _new(a.astype(dtypes.as_dtype(dtype or dtypes.int64)), False)
 
 

@@ -10,6 +10,7 @@ made this tensor, ``None`` for leaves), ``is_leaf``, ``retain_grad()``, ``backwa
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -374,6 +375,31 @@ def repoint(t: Tensor, array: np.ndarray, storage: Storage) -> None:
         old.views[:] = [ref for ref in old.views if ref() is not t]
     if not old.freed:
         old.decref(t)
+
+
+def _sizes(op: str, sizes, infer: bool = False) -> tuple[int, ...]:
+    """PyTorch's size arguments, ``f(2, 3)`` or ``f((2, 3))``: ints (or 0-d integer tensors),
+    nothing else — ``ones((2, 3.5))`` is a TypeError, not shape (2, 3). Sizes are >= 0; with
+    ``infer`` (view, reshape, expand) one may also be -1."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = sizes[0]
+    out = []
+    for i, n in enumerate(sizes):
+        if type(n) is not int:
+            if isinstance(n, Tensor) and n.ndim == 0 and n.dtype.kind in "iu":
+                n = n.item()
+            elif isinstance(n, (numbers.Integral, np.integer)):
+                n = int(n)
+            else:
+                raise TypeError(f"{op}(): argument 'size' must be tuple of ints, but found element of "
+                                f"type {type(n).__name__} at pos {i} ({n!r}); sizes are whole numbers")
+        if n < 0 and not (infer and n == -1):
+            if infer:
+                raise RuntimeError(f"invalid shape dimension {n} at index {i} of shape {list(sizes)} "
+                                   "(sizes are >= 0, or -1 for the one size to infer)")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(sizes)}")
+        out.append(n)
+    return tuple(out)
 
 
 def _dim(dim: int, ndim: int, op: str) -> int:

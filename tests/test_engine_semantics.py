@@ -110,3 +110,57 @@ def test_refusal_message_is_torchs(array, torch):
         mt.from_numpy(array)
     head = str(theirs.value).split(". ")[0]
     assert str(ours.value).startswith(head)
+
+
+# -- sizes are ints: ones((2, 3.5)) and reshape(-2, 3) are errors, as in PyTorch ----------------
+MAKERS = {"zeros": mt.zeros, "ones": mt.ones, "empty": mt.empty, "randn": mt.randn, "rand": mt.rand,
+          "full": lambda s: mt.full(s, 1.0), "randint": lambda s: mt.randint(0, 5, s)}
+VIEWERS = {"reshape": lambda s: mt.zeros(6).reshape(s), "view": lambda s: mt.zeros(6).view(s),
+           "expand": lambda s: mt.zeros(3).expand(s), "broadcast_to": lambda s: mt.broadcast_to(mt.zeros(3), s),
+           "mt.reshape": lambda s: mt.reshape(mt.zeros(6), s)}
+
+
+@pytest.mark.parametrize("name", list(MAKERS) + list(VIEWERS))
+def test_a_float_size_is_a_type_error(name):
+    make = {**MAKERS, **VIEWERS}[name]
+    with pytest.raises(TypeError, match="must be tuple of ints, but found element of type float"):
+        make((2, 3.5) if name in MAKERS else (2.0, 3))
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_a_negative_size_is_refused(name):
+    with pytest.raises(RuntimeError, match=r"negative dimension -1: \[2, -1\]"):
+        MAKERS[name]((2, -1))
+
+
+@pytest.mark.parametrize("name", list(VIEWERS))
+def test_a_size_below_minus_one_is_refused(name):
+    with pytest.raises(RuntimeError, match="invalid shape dimension -2"):
+        VIEWERS[name]((-2, 3))
+
+
+def test_integer_sizes_of_every_kind_are_accepted():
+    assert mt.ones(2, np.int64(3)).shape == (2, 3)
+    assert mt.zeros((mt.tensor(2), 3)).shape == (2, 3)
+    assert mt.zeros(6).reshape(np.int32(2), -1).shape == (2, 3)
+    assert mt.zeros(3).expand(2, -1).shape == (2, 3)
+
+
+def test_inferring_more_than_one_size_or_a_leading_expand_size_is_refused():
+    with pytest.raises(RuntimeError, match="only one dimension can be inferred"):
+        mt.zeros(6).reshape(-1, -1)
+    with pytest.raises(RuntimeError, match="isn't allowed in a leading, non-existing dimension 0"):
+        mt.zeros(3).expand(-1, 3)
+    with pytest.raises(TypeError, match="'dims' must be tuple of ints"):
+        mt.zeros(2, 3).permute(1.0, 0)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("call", ["ones((2, 3.5))", "zeros(6).reshape(-2, 3)", "zeros(6).view(-2, 3)",
+                                  "ones((2, -1))", "zeros(6).reshape(-1, -1)"])
+def test_size_errors_have_torchs_type(call, torch):
+    with pytest.raises(Exception) as theirs:
+        eval("torch." + call, {"torch": torch})
+    with pytest.raises(Exception) as ours:
+        eval("mt." + call, {"mt": mt})
+    assert type(ours.value) is type(theirs.value)

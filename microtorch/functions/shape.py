@@ -7,17 +7,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor, _dim
+from ..tensor import Tensor, _dim, _sizes
 
 
-def _shape_arg(shape) -> tuple[int, ...]:
-    """Accept ``f(2, 3)`` and ``f((2, 3))`` like PyTorch."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return tuple(int(n) for n in shape)
+def _dims_arg(op: str, dims) -> tuple[int, ...]:
+    """Accept ``f(1, 0)`` and ``f((1, 0))`` like PyTorch; each dim an int."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = dims[0]
+    for i, d in enumerate(dims):
+        if not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{op}(): argument 'dims' must be tuple of ints, but found element of "
+                            f"type {type(d).__name__} at pos {i}")
+    return tuple(int(d) for d in dims)
 
 
 def _bad_shape(shape, x) -> RuntimeError:
+    if list(shape).count(-1) > 1:
+        return RuntimeError(f"only one dimension can be inferred (shape {list(shape)} has several -1)")
     return RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.numel()} "
                         f"(input shape {list(x.shape)})")
 
@@ -150,6 +156,9 @@ class Expand(Function):
         if lead < 0:
             raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater "
                                f"or equal to the number of dimensions in the tensor ({x.ndim})")
+        if -1 in shape[:lead]:
+            raise RuntimeError(f"expand: the expanded size of the tensor (-1) isn't allowed in a leading, "
+                               f"non-existing dimension {shape.index(-1)} (shape {list(shape)})")
         target = shape if -1 not in shape else tuple(x.shape[i - lead] if n == -1 and i >= lead else n
                                                      for i, n in enumerate(shape))
         ctx.shape = x.shape
@@ -289,11 +298,11 @@ class Cat(Function):
 
 # -- the functional API -----------------------------------------------------------------------
 def view(x, *shape):
-    return View.apply(x, _shape_arg(shape))
+    return View.apply(x, _sizes("view", shape, infer=True))
 
 
 def reshape(x, *shape):
-    return Reshape.apply(x, _shape_arg(shape))
+    return Reshape.apply(x, _sizes("reshape", shape, infer=True))
 
 
 def flatten(x, start_dim=0, end_dim=-1):
@@ -309,7 +318,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 
 def permute(x, *dims):
-    return Permute.apply(x, _shape_arg(dims))
+    return Permute.apply(x, _dims_arg("permute", dims))
 
 
 def transpose(x, dim0, dim1):
@@ -325,11 +334,11 @@ def squeeze(x, dim=None):
 
 
 def expand(x, *sizes):
-    return Expand.apply(x, _shape_arg(sizes))
+    return Expand.apply(x, _sizes("expand", sizes, infer=True))
 
 
 def broadcast_to(x, shape):
-    return Expand.apply(x, tuple(shape))
+    return Expand.apply(x, _sizes("broadcast_to", (shape,), infer=True))
 
 
 def index(x, key):
