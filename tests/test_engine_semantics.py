@@ -164,3 +164,44 @@ def test_size_errors_have_torchs_type(call, torch):
     with pytest.raises(Exception) as ours:
         eval("mt." + call, {"mt": mt})
     assert type(ours.value) is type(theirs.value)
+
+
+# -- NaN routing: where a NaN sends its gradient, as in PyTorch ---------------------------------
+NAN = float("nan")
+NAN_CASES = {
+    "max": (lambda F, x: x.max(), [[1., NAN, 3.]]),
+    "max_two_nans": (lambda F, x: x.max(), [[1., NAN, NAN]]),
+    "max_ties": (lambda F, x: x.max(), [[3., 1., 3.]]),
+    "min": (lambda F, x: x.min(), [[1., NAN, 3.]]),
+    "amax": (lambda F, x: x.amax(), [[1., NAN, 3.]]),
+    "amax_dim": (lambda F, x: x.amax(1), [[[1., NAN, 3.], [2., 5., 5.]]]),
+    "max_dim": (lambda F, x: x.max(1).values, [[[1., NAN, 3.], [2., 5., 5.]]]),
+    "min_dim": (lambda F, x: x.min(0).values, [[[1., NAN], [0., 5.]]]),
+    "maximum": (lambda F, a, b: F.maximum(a, b), [[1., 2., NAN, 0.], [NAN, 2., NAN, 1.]]),
+    "minimum": (lambda F, a, b: F.minimum(a, b), [[1., 2., NAN, 0.], [NAN, 2., NAN, 1.]]),
+    "relu": (lambda F, x: F.relu(x), [[NAN, -1., 0., 1.]]),
+    "relu_": (lambda F, x: (x * 1).relu_(), [[NAN, -1., 0., 1.]]),
+    "clamp": (lambda F, x: x.clamp(-1, 1), [[NAN, -2., 0., 2., 1.]]),
+    "abs": (lambda F, x: x.abs(), [[NAN, 0., -2.]]),
+}
+
+
+def nan_grads(F, case):
+    fn, values = NAN_CASES[case]
+    xs = [F.tensor(v, dtype=F.float64, requires_grad=True) for v in values]
+    out = fn(F, *xs)
+    out.sum().backward()
+    return [x.grad.tolist() for x in xs]
+
+
+def test_nan_gradients_follow_pytorchs_rules():
+    assert nan_grads(mt, "max") == [[0., 1., 0.]]
+    assert nan_grads(mt, "maximum")[0] == [1., .5, 1., 0.]  # a NaN b: a keeps its gradient
+    assert nan_grads(mt, "relu") == [[1., 0., 0., 1.]]  # relu'(NaN) = 1
+    assert nan_grads(mt, "abs") == [[0., 0., -1.]]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", list(NAN_CASES))
+def test_nan_gradients_match_torch(case, torch):
+    np.testing.assert_array_equal(np.array(nan_grads(mt, case)), np.array(nan_grads(torch, case)))

@@ -202,7 +202,10 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """z = max(x, 0);  dz/dx = 1 where x > 0, else 0, so dL/dx = g ⊙ (z > 0).
+    """z = max(x, 0);  dz/dx = 1 where x > 0, else 0, so dL/dx = g ⊙ (z ≠ 0).
+
+    z is ≥ 0 or NaN, so ``z != 0`` is "x > 0, or x is NaN": a NaN input passes its gradient
+    on, as in PyTorch (whose mask is "not z ≤ 0").
 
     Without ``create_graph`` backward computes the product in one numpy call (PyTorch's
     ``threshold_backward``); with it, it multiplies g by the mask (z > 0) as a microtorch op,
@@ -219,16 +222,16 @@ class Relu(Function):
         if not grad_mode._grad_enabled:  # no graph to record: one numpy call
             (z,) = ctx.saved_arrays()
             out = Tensor._empty(z.shape, g.dtype)
-            np.multiply(g._data, z > 0, out=out._data)
+            np.multiply(g._data, z != 0, out=out._data)
             return out
         (z,) = ctx.saved_tensors
         mask = Tensor._empty(z.shape, g.dtype)
-        mask._data[...] = z._data > 0  # a bool array cast on copy: faster than greater(..., out=float)
+        mask._data[...] = z._data != 0  # a bool array cast on copy: faster than greater(..., out=float)
         return g * mask
 
 
 class Abs(Function):
-    """z = |x|;  dz/dx = sign(x) (0 at x = 0, as in PyTorch)."""
+    """z = |x|;  dz/dx = sign(x) (0 at x = 0 and at NaN, as in PyTorch)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -238,7 +241,8 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * Tensor._wrap(np.sign(x._data))
+        d = x._data
+        return g * Tensor._wrap((d > 0).astype(g.dtype) - (d < 0))
 
 
 class Clamp(Function):
@@ -282,7 +286,11 @@ class Where(Function):
 
 
 class Maximum(Function):
-    """z = max(a, b) elementwise;  the gradient goes to the larger input, split evenly on ties."""
+    """z = max(a, b) elementwise;  the gradient goes to the larger input, split evenly on ties.
+
+    Where a or b is NaN (z is NaN) neither is smaller, so both get the whole gradient — PyTorch's
+    rule (a's share is 0 only where a < b, ½ where a = b, else 1).
+    """
 
     @staticmethod
     def forward(ctx, a, b):
@@ -292,9 +300,11 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        share_a = (a._data > b._data) + 0.5 * (a._data == b._data)
-        wa = Tensor._wrap(np.broadcast_to(share_a, g.shape).astype(g.dtype))
-        return unbroadcast(g * wa, a.shape), unbroadcast(g * (1 - wa), b.shape)
+        x, y = a._data, b._data
+        tie = 0.5 * (x == y)
+        wa = Tensor._wrap(np.broadcast_to(1 - tie - (x < y), g.shape).astype(g.dtype))
+        wb = Tensor._wrap(np.broadcast_to(1 - tie - (x > y), g.shape).astype(g.dtype))
+        return unbroadcast(g * wa, a.shape), unbroadcast(g * wb, b.shape)
 
 
 class Cast(Function):

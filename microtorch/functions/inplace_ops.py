@@ -132,7 +132,7 @@ class Clamp_(_InplaceOp):
 
 
 class Relu_(_InplaceOp):
-    """x ← max(x, 0);  d/dx = 1 where the *output* is > 0 (same as x_old > 0)."""
+    """x ← max(x, 0);  d/dx = 1 where the *output* is ≠ 0 (x_old > 0, or NaN as in PyTorch)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -144,7 +144,7 @@ class Relu_(_InplaceOp):
     @staticmethod
     def backward(ctx, g):
         (z,) = ctx.saved_tensors
-        return g * Tensor._wrap((z._data > 0).astype(g.dtype))
+        return g * Tensor._wrap((z._data != 0).astype(g.dtype))
 
 
 class _UnaryFromOutput(_InplaceOp):

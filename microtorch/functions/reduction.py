@@ -77,10 +77,15 @@ class Mean(Function):
 
 
 class Amax(Function):
-    """z = max x over ``dim``;  dz/dx = 1 at the maximum (split evenly between ties)."""
+    """z = max x over ``dim``;  dz/dx = 1 at the maximum (split evenly between ties).
+
+    A NaN makes z NaN. ``amax`` then marks no element (x == NaN is false): its gradient is
+    NaN, as in PyTorch. ``x.max()`` (``nan_hits``) counts the NaNs as the maximum, so they
+    share the gradient, as in PyTorch's ``max()``: ``[1, nan, 3]`` → ``[0, 1, 0]``.
+    """
 
     @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False, largest=True):
+    def forward(ctx, x, dim=None, keepdim=False, largest=True, nan_hits=False):
         if x.numel() == 0:
             raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0")
         dims = reduced_dims("max" if largest else "min", dim, x.ndim)
@@ -88,7 +93,10 @@ class Amax(Function):
         ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
         out = reduce(x._data, axis=dims, keepdims=True)
         hit = x._data == out
-        ctx.share = hit / hit.sum(axis=dims, keepdims=True)
+        if nan_hits and x.dtype.kind == "f":
+            hit |= np.isnan(x._data) & np.isnan(out)
+        with np.errstate(invalid="ignore"):  # 0/0 where amax met a NaN: a NaN gradient, on purpose
+            ctx.share = hit / hit.sum(axis=dims, keepdims=True)
         return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape) if dims is not None and i not in dims))
 
     @staticmethod
@@ -127,7 +135,7 @@ def mean(x, dim=None, keepdim=False):
 
 def _extreme(x, dim, keepdim, largest):
     if dim is None:
-        return Amax.apply(x, None, keepdim, largest)
+        return Amax.apply(x, None, keepdim, largest, True)
     op = "max" if largest else "min"
     if x.ndim == 0:
         raise IndexError(f"{op}(): a 0-d tensor has no dimension {dim}; use {op}() without dim")
