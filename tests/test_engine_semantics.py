@@ -205,3 +205,83 @@ def test_nan_gradients_follow_pytorchs_rules():
 @pytest.mark.parametrize("case", list(NAN_CASES))
 def test_nan_gradients_match_torch(case, torch):
     np.testing.assert_array_equal(np.array(nan_grads(mt, case)), np.array(nan_grads(torch, case)))
+
+
+# -- dtype rules ---------------------------------------------------------------------------------
+def test_an_integer_clamped_to_float_bounds_is_the_default_float():
+    t = mt.tensor([1, 2, 3]).clamp(-1.5, 2.5)
+    assert t.dtype == mt.float32 and t.tolist() == [1., 2., 2.5]
+    assert mt.tensor([1, 2, 3]).clamp(-1, 2).dtype == mt.int64
+    assert mt.tensor([1., 2.], dtype=mt.float64).clamp(np.float32(0.5)).dtype == mt.float64
+    assert mt.tensor([1., 2.]).clamp(np.float64(0.5)).dtype == mt.float32  # numpy scalars are weak too
+
+
+@pytest.mark.parametrize("op", [lambda x: x.softmax(0), lambda x: x.log_softmax(0),
+                                lambda x: mt.cross_entropy(x.reshape(1, 3), mt.tensor([0]))],
+                         ids=["softmax", "log_softmax", "cross_entropy"])
+def test_softmax_of_an_integer_tensor_is_refused(op):
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        op(mt.tensor([1, 2, 3]))
+
+
+@pytest.mark.parametrize("da, db", [(mt.int64, mt.float64), (mt.float32, mt.float64), (mt.int32, mt.int64)])
+def test_matmul_of_two_dtypes_is_refused(da, db):
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        mt.ones(2, 2, dtype=da) @ mt.ones(2, 2, dtype=db)
+    assert (mt.ones(2, 2, dtype=da) @ mt.ones(2, 2, dtype=da)).dtype == da
+
+
+def test_subtracting_bools_is_refused_and_minimum_of_bools_works():
+    m = mt.tensor([True, False])
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
+        m - m
+    with pytest.raises(RuntimeError, match="with a bool tensor"):
+        mt.tensor([1, 2]) - True
+    assert mt.minimum(m, mt.tensor([True, True])).tolist() == [True, False]
+    assert (m + 2).dtype == mt.int64 and (m + 2).tolist() == [3, 2]
+    with pytest.raises(TypeError, match="real numbers"):
+        mt.tensor([1., 2.]) * 1j
+
+
+PROMOTION_OPS = {"add": lambda F, a, b: a + b, "sub": lambda F, a, b: a - b, "mul": lambda F, a, b: a * b,
+                 "div": lambda F, a, b: a / b, "maximum": lambda F, a, b: F.maximum(a, b),
+                 "minimum": lambda F, a, b: F.minimum(a, b), "lt": lambda F, a, b: a < b,
+                 "eq": lambda F, a, b: a == b, "matmul": lambda F, a, b: a @ b,
+                 "where": lambda F, a, b: F.where(F.ones(3, dtype=F.bool), a, b)}
+DTYPES = ["bool", "int32", "int64", "float16", "float32", "float64"]
+PYTHON_NUMBERS = {"bool": True, "int32": 2, "int64": 3, "float16": 1.5, "float32": 2.5, "float64": 0.5}
+
+
+def _operand(F, dtype, kind):
+    if kind == "number":
+        return PYTHON_NUMBERS[dtype]
+    values = np.array([1, 2, 3] if kind == "1-d" else 2).astype(dtype)
+    return F.tensor(values, dtype=getattr(F, dtype if F is not mt or dtype != "bool" else "bool_"))
+
+
+def _result_type(F, op, a, b):
+    try:
+        return str(PROMOTION_OPS[op](F, a, b).dtype).replace("torch.", "")
+    except Exception as e:  # the error's type is the answer then (which message does not matter here)
+        return type(e).__name__
+
+
+@pytest.mark.oracle
+def test_type_promotion_of_binary_ops_matches_torch(torch):
+    """Random (op, dtype pair, operand kinds) cases: the result dtype — or the error type — is torch's."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    kinds = st.sampled_from([("1-d", "1-d"), ("1-d", "0-d"), ("0-d", "1-d"), ("1-d", "number"), ("number", "1-d")])
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.sampled_from(sorted(PROMOTION_OPS)), st.sampled_from(DTYPES), st.sampled_from(DTYPES), kinds)
+    def check(op, da, db, kind):
+        ka, kb = kind
+        if op in ("maximum", "minimum", "matmul") and "number" in kind:
+            return  # torch takes tensors only there
+        theirs = _result_type(torch, op, _operand(torch, da, ka), _operand(torch, db, kb))
+        ours = _result_type(mt, op, _operand(mt, da, ka), _operand(mt, db, kb))
+        assert ours == theirs, (op, da, ka, db, kb)
+
+    check()

@@ -43,14 +43,18 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
     Scalars are "weak" as in PyTorch: ``float32_tensor * 2.5`` stays float32; an integer
     tensor times a float scalar becomes the default float dtype.
     """
-    if isinstance(value, (numbers.Number, np.number, np.bool_)):
-        if dtypes.is_floating(like.dtype) or isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (numbers.Real, np.bool_)) and not isinstance(value, np.timedelta64):
+        kind = like.dtype.kind
+        if isinstance(value, (bool, np.bool_)) or kind == "f":
             dtype = like.dtype
-        elif isinstance(value, (numbers.Integral, np.integer)):
-            dtype = like.dtype
+        elif isinstance(value, numbers.Integral):  # (np.integer registers as one)
+            dtype = like.dtype if kind != "b" else dtypes.int64  # bool tensor + 2 is int64, as in PyTorch
         else:
             dtype = dtypes.default_float
         return Tensor._wrap(np.array(value, dtype=dtype))
+    if isinstance(value, (numbers.Number, np.generic)):
+        raise TypeError(f"cannot combine a Tensor with {type(value).__name__} {value!r}: microtorch "
+                        "computes with real numbers (bool, int, float) only")
     from ..creation import tensor
 
     try:

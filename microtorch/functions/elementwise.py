@@ -4,6 +4,8 @@ operand's shape with :func:`~microtorch.functions.broadcast.unbroadcast`.
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .. import dtypes, grad_mode
@@ -292,19 +294,28 @@ class Maximum(Function):
     rule (a's share is 0 only where a < b, ½ where a = b, else 1).
     """
 
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _broadcasting(ctx, "maximum", np.maximum, a, b)
+    ufunc, loses = np.maximum, np.less  # a gets no gradient where loses(a, b)
 
-    @staticmethod
-    def backward(ctx, g):
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _broadcasting(ctx, cls.ufunc.__name__, cls.ufunc, a, b)
+
+    @classmethod
+    def backward(cls, ctx, g):
         a, b = ctx.saved_tensors
         x, y = a._data, b._data
         tie = 0.5 * (x == y)
-        wa = Tensor._wrap(np.broadcast_to(1 - tie - (x < y), g.shape).astype(g.dtype))
-        wb = Tensor._wrap(np.broadcast_to(1 - tie - (x > y), g.shape).astype(g.dtype))
+        wa = Tensor._wrap(np.broadcast_to(1 - tie - cls.loses(x, y), g.shape).astype(g.dtype))
+        wb = Tensor._wrap(np.broadcast_to(1 - tie - cls.loses(y, x), g.shape).astype(g.dtype))
         return unbroadcast(g * wa, a.shape), unbroadcast(g * wb, b.shape)
+
+
+class Minimum(Maximum):
+    """z = min(a, b) elementwise;  the gradient goes to the smaller input (ties and NaN as in
+    :class:`Maximum`)."""
+
+    ufunc, loses = np.minimum, np.greater
 
 
 class Cast(Function):
@@ -326,6 +337,9 @@ def add(a, b):
 
 
 def sub(a, b):
+    if any(v.dtype == np.bool_ if isinstance(v, Tensor) else isinstance(v, (bool, np.bool_)) for v in (a, b)):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+                           "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     return Sub.apply(*operands(a, b))
 
 
@@ -393,6 +407,16 @@ def abs(x):  # noqa: A001
 
 
 def clamp(x, min=None, max=None):  # noqa: A002 — PyTorch's argument names
+    """min(max(x, min), max) for number bounds. The result type is PyTorch's: an integer
+    tensor with a float bound becomes the default float dtype (``int.clamp(-1.5, 2.5)`` is
+    float32); number bounds never widen a float tensor."""
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and not isinstance(bound, (numbers.Real, np.number, np.bool_)):
+            raise TypeError(f"clamp(): argument '{name}' must be a number, got {type(bound).__name__} "
+                            f"({bound!r}); for tensor bounds use mt.maximum / mt.minimum")
+    min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))  # numpy scalars are weak too
+    if x.dtype.kind != "f" and any(isinstance(v, float) for v in (min, max)):
+        x = x.to(dtypes.default_float)
     return Clamp.apply(x, min, max)
 
 
@@ -417,7 +441,7 @@ def maximum(a, b):
 
 
 def minimum(a, b):
-    return -maximum(-a, -b)
+    return Minimum.apply(*operands(a, b))
 
 
 class Clone(Function):

@@ -71,7 +71,22 @@ class Matmul(Function):
         return ga, gb
 
 
+_TORCH_C_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double", "int32": "int",
+                  "int64": "long int", "bool": "bool"}
+
+
 def matmul(a, b):
+    """A @ B. Two tensors must share a dtype, as in PyTorch (no promotion: convert one,
+    e.g. ``a.double() @ b``); a list or number operand is made a tensor of the other's dtype."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if a._data.dtype != b._data.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                               f"{_TORCH_C_NAMES[a.dtype.name]} != {_TORCH_C_NAMES[b.dtype.name]} "
+                               f"(matmul does not promote: convert one operand, e.g. a.to(b.dtype))")
+        if a._data.dtype == np.bool_ and a._data.ndim and b._data.ndim:  # (0-d: the shape error first)
+            raise NotImplementedError("matmul is not implemented for 'Bool' tensors; convert them "
+                                      "first, e.g. a.long() @ b.long()")
+        return Matmul.apply(a, b)
     return Matmul.apply(*operands(a, b))
 
 

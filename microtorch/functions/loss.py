@@ -8,6 +8,7 @@ import numpy as np
 from .. import grad_mode
 from ..node import Function
 from ..tensor import Tensor, _dim
+from .inplace_checks import _TORCH_NAMES
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -159,11 +160,20 @@ def _softmax_minus_onehot(out: np.ndarray, probs: np.ndarray, target: np.ndarray
     return out
 
 
+def _floating_only(op: str, x) -> None:
+    """PyTorch has no integer kernels for softmax and friends: refuse, don't round."""
+    if not x.dtype.kind == "f":
+        raise NotImplementedError(f'"{op}" not implemented for {_TORCH_NAMES.get(x.dtype.name, x.dtype.name)!r} '
+                                  f"({op} needs a floating tensor; convert with x.float() first)")
+
+
 def softmax(x, dim):
+    _floating_only("softmax", x)
     return Softmax.apply(x, dim)
 
 
 def log_softmax(x, dim):
+    _floating_only("log_softmax", x)
     return LogSoftmax.apply(x, dim)
 
 
@@ -201,6 +211,7 @@ def _class_indices(op, x, target) -> Tensor:
 def nll_loss(logp, target, reduction="mean"):
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``logp`` (N, C)."""
     _check_reduction("nll_loss", reduction)
+    _floating_only("nll_loss", logp)
     return NllLoss.apply(logp, _class_indices("nll_loss", logp, target), reduction)
 
 
@@ -210,6 +221,7 @@ def cross_entropy(logits, target, reduction="mean"):
     _check_reduction("cross_entropy", reduction)
     if logits.ndim not in (1, 2):
         raise ValueError(f"cross_entropy: expected logits of shape (N, C) or (C,), got {list(logits.shape)}")
+    _floating_only("cross_entropy", logits)
     if logits.ndim == 1:
         t = target.reshape(1) if isinstance(target, Tensor) else np.reshape(target, 1)
         loss = cross_entropy(logits.unsqueeze(0), t, reduction)
