@@ -21,7 +21,7 @@ from .memory.storage import Storage, empty_storage, new_storage
 class Tensor:
     """An n-dimensional array that can record the operations applied to it."""
 
-    __slots__ = ("_data", "_storage", "requires_grad", "grad", "grad_fn", "_base",
+    __slots__ = ("_data", "_storage", "requires_grad", "_grad", "grad_fn", "_base",
                  "_retains_grad", "name", "_tid", "__weakref__")
     __array_ufunc__ = None  # numpy defers to our reflected operators: np.float64(2) * t is a Tensor
     __hash__ = object.__hash__  # == is elementwise (as in PyTorch), identity is the hash
@@ -132,8 +132,56 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        """A view of the same bytes, detached from the graph (PyTorch's ``.data``)."""
+        """A view of the same bytes, detached from the graph (PyTorch's ``.data``): writing
+        through it (``x.data[0] = 9.0``) changes ``x`` without recording anything."""
         return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        """``x.data = t``: ``x`` (the same object, still a leaf with its ``requires_grad``)
+        now reads ``t``'s bytes, whatever their shape and dtype — PyTorch's assignment.
+
+        A parameter living in a flat parameter buffer (:mod:`microtorch.nn.flat`) given
+        a value of its own shape and dtype stays in the buffer: the values are *copied*
+        into its slice, so optimizers keep updating it (unlike PyTorch, ``x`` then does not
+        share ``t``'s bytes). Any other value moves it out of the buffer, and the
+        optimizer's next step says so.
+        """
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self.requires_grad and not dtypes.is_floating(value.dtype):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point "
+                               f"or complex dtype (got {dtypes.name(value.dtype)})")
+        from .nn.flat import assign_data
+
+        if not assign_data(self, value):
+            repoint(self, value._data, value._storage)
+
+    @property
+    def grad(self) -> "Tensor | None":
+        """d(loss)/d(self) after backward (None before). Assignments are checked as in
+        PyTorch: a tensor of this tensor's shape and dtype, or None."""
+        return _grad_slot.__get__(self)
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: attempting to assign "
+                                   f"a gradient of size '{list(value.shape)}' to a tensor of size "
+                                   f"'{list(self.shape)}'. Please ensure that the gradient and the "
+                                   "tensor are the same size")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(f"attempting to assign a gradient with dtype "
+                                   f"'{dtypes.name(value.dtype)}' to a tensor with dtype "
+                                   f"'{dtypes.name(self.dtype)}'. The gradient must match the "
+                                   "tensor's dtype; convert it first (g.to(x.dtype))")
+        _grad_slot.__set__(self, value)
 
     @property
     def T(self) -> "Tensor":
@@ -221,8 +269,11 @@ class Tensor:
                            inputs=inputs, order=order)
 
     def detach(self) -> "Tensor":
-        """Same bytes, no graph: a view that does not require grad."""
-        return Tensor._view(self._data, self)
+        """Same bytes, no graph: a tensor that does not require grad and is no view of
+        ``self`` for autograd (``_base`` None, as in PyTorch), so writing through it — or a
+        view of it — is allowed even when ``self`` is a leaf that requires grad. The
+        version counter is shared (one storage)."""
+        return _init(object.__new__(Tensor), self._data, self._storage, None, False, None)
 
     def detach_(self) -> "Tensor":
         self.grad_fn = None
@@ -326,6 +377,9 @@ Tensor.any = lambda self: Tensor._wrap(np.array(self._data.any()))
 Tensor.all = lambda self: Tensor._wrap(np.array(self._data.all()))
 
 
+_grad_slot = Tensor._grad  # .grad reads the slot through the C-level getter (no Python frame)
+
+
 class _Export:
     """The ``.base`` of an array handed out by ``numpy()``: one storage reference that lives
     exactly as long as the array (numpy keeps an array's base alive)."""
@@ -350,7 +404,7 @@ def _init(t: Tensor, array, storage: Storage, base, requires_grad, grad_fn) -> T
     t._storage = storage
     t._base = base
     t.requires_grad = requires_grad
-    t.grad = None
+    t._grad = None
     t.grad_fn = grad_fn
     t._retains_grad = False
     t.name = None

@@ -285,3 +285,110 @@ def test_type_promotion_of_binary_ops_matches_torch(torch):
         assert ours == theirs, (op, da, ka, db, kb)
 
     check()
+
+
+# -- writing through a detached view; .data and .grad assignment ---------------------------------
+@pytest.mark.parametrize("write", [lambda x: x.detach().__setitem__(0, 9.0),
+                                   lambda x: x.data.__setitem__(0, 9.0),
+                                   lambda x: x.detach()[0:2].mul_(2),
+                                   lambda x: x.data.add_(1)],
+                         ids=["detach_setitem", "data_setitem", "detach_slice_mul_", "data_add_"])
+def test_writing_through_a_detached_view_of_a_leaf_changes_the_leaf(write):
+    x = mt.tensor([1., 2., 3.], requires_grad=True)
+    before, version = x.tolist(), x._version
+    write(x)
+    assert x.tolist() != before and x.is_leaf and x.requires_grad
+    assert x._version == version + 1  # one storage, one version counter
+    assert x.detach()._base is None
+
+
+def test_a_saved_tensor_sees_a_write_through_detach():
+    x = mt.tensor([1., 2.], requires_grad=True)
+    y = x * x
+    x.detach()[0] = 5.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+@pytest.mark.oracle
+def test_detached_writes_match_torch(torch):
+    def run(F):
+        x = F.tensor([1., 2., 3.], requires_grad=True)
+        x.detach()[0] = 9.0
+        x.detach()[1:3].mul_(2)
+        version = x._version  # detach() shares the version counter, in both
+        x.data[1] = 8.0  # (PyTorch's .data has a counter of its own: microtorch's is shared, see below)
+        return x.tolist(), version
+
+    assert run(mt) == run(torch)
+
+
+def test_writes_through_data_bump_the_shared_version_on_purpose():
+    """A reasoned difference: PyTorch's ``.data`` gets a fresh version counter, so a write
+    through it is invisible to saved tensors and backward silently uses the new values.
+    microtorch keeps versions on the storage, so the same write raises the version error."""
+    x = mt.tensor([1., 2.], requires_grad=True)
+    y = x * x
+    x.data[0] = 5.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_data_assignment_repoints_a_tensor_as_in_pytorch():
+    x = mt.tensor([1., 2., 3.], requires_grad=True)
+    new = mt.zeros(5, dtype=mt.float64)
+    x.data = new
+    assert x.shape == (5,) and x.dtype == mt.float64 and x.requires_grad and x.is_leaf
+    new[0] = 4.0
+    assert x[0].item() == 4.0  # shares the bytes
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        x.data = [1.0]
+    with pytest.raises(RuntimeError, match="must be floating point"):
+        x.data = mt.tensor([1, 2])
+
+
+def test_parameter_data_assignment_keeps_the_flat_buffer_consistent():
+    model = mt.nn.Linear(3, 2)
+    opt = mt.optim.SGD(model.parameters(), lr=0.5)
+    w = model.weight
+    storage = w.storage
+    model.weight.data = mt.ones(2, 3)  # same shape and dtype: copied into its slice of the buffer
+    assert w.storage is storage and w.tolist() == [[1.] * 3] * 2
+    model(mt.ones(4, 3)).sum().backward()
+    opt.step()  # the optimizer updates the buffer, and w reads it
+    assert np.allclose(w.detach().numpy(), 1 - 0.5 * 4)
+    model.weight.data = mt.ones(5, 3)  # another shape: w leaves the buffer, the optimizer says so
+    assert w.shape == (5, 3) and w.storage is not storage
+    with pytest.raises(RuntimeError, match="no longer lives in this flat parameter buffer"):
+        opt.step()
+
+
+def test_grad_assignment_is_checked():
+    x = mt.tensor([1., 2.], requires_grad=True)
+    with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None but got grad of type str"):
+        x.grad = "hello"
+    with pytest.raises(TypeError, match="numpy.ndarray|ndarray"):
+        x.grad = np.zeros(2)
+    with pytest.raises(RuntimeError, match="assigned grad has data of a different size"):
+        x.grad = mt.zeros(3)
+    with pytest.raises(RuntimeError, match="dtype"):
+        x.grad = mt.zeros(2, dtype=mt.float64)
+    with pytest.raises(RuntimeError, match="own grad"):
+        x.grad = x
+    x.grad = mt.ones(2)
+    assert x.grad.tolist() == [1., 1.]
+    x.grad = None
+    assert x.grad is None
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("value", ["str", "shape", "dtype"])
+def test_grad_assignment_errors_have_torchs_types(value, torch):
+    def attempt(F):
+        x = F.tensor([1., 2.], requires_grad=True)
+        v = {"str": "hello", "shape": F.zeros(3), "dtype": F.zeros(2, dtype=F.float64)}[value]
+        with pytest.raises(Exception) as e:
+            x.grad = v
+        return type(e.value)
+
+    assert attempt(mt) is attempt(torch)

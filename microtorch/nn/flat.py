@@ -176,6 +176,22 @@ class FlatParameters:
         self.data._storage.version += 1
 
 
+def assign_data(p: Tensor, value: Tensor) -> bool:
+    """``p.data = value`` for a parameter that lives in a flat buffer: a value of its shape
+    and dtype is copied into its slice (True: done, the buffer stays whole). Anything else
+    returns False and ``p`` is repointed at ``value``'s bytes, leaving the buffer; its
+    gradient home goes with it (:meth:`FlatParameters.check` then names it)."""
+    flat = _registry.get(p._storage.id)
+    if flat is None or not any(q is p for q in flat.params):
+        return False
+    if value.shape == p.shape and value.dtype == p.dtype:
+        np.copyto(p._data, value._data)
+        flat.bump_version()
+        return True
+    grad_homes.pop(p, None)
+    return False
+
+
 def _flat_tensor(numel: int, dtype, tag: str) -> Tensor:
     storage = empty_storage(numel, np.dtype(dtype), tag)
     return Tensor._over(storage.data[:numel], storage)
