@@ -152,6 +152,82 @@ class Optimizer:
                 out[p] = entry
         return out
 
+    # -- saving and restoring ------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """PyTorch's layout: ``{"state": {i: {name: tensor}}, "param_groups": [{..., "params": [i, ...]}]}``,
+        parameters numbered across groups in order; only parameters that took a step have a
+        ``state`` entry. The tensors are copies (later steps do not change a saved dict).
+        SGD keeps ``momentum_buffer`` (nothing without momentum), Adam/AdamW ``step`` (a 0-d
+        float32 tensor, as in PyTorch), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq``)."""
+        from .creation import tensor
+
+        state, groups, index = {}, [], 0
+        for group, flat, bufs, steps in zip(self.param_groups, self._flats, self._state, self._steps):
+            numbers = list(range(index, index + len(flat.params)))
+            for i, p in enumerate(flat.params):
+                if steps[i]:
+                    entry = {} if not self._counts_steps else {"step": tensor(float(steps[i]))}
+                    for name, buf in bufs.items():
+                        entry[name] = tensor(buf._data[flat.slice_of(i)].reshape(p.shape))
+                    if entry:
+                        state[numbers[i]] = entry
+            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": numbers})
+            index += len(numbers)
+        return {"state": state, "param_groups": groups}
+
+    _counts_steps = True  # does the state_dict carry "step" (PyTorch's SGD does not)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned (from this or an identically built
+        optimizer): hyperparameters, state buffers (copied into the flat state buffers) and
+        step counts, so training continues exactly where it was saved."""
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
+            raise TypeError("load_state_dict expects the dict returned by optimizer.state_dict() "
+                            "(with keys 'state' and 'param_groups'), got "
+                            + (f"a dict with keys {sorted(map(str, state_dict))}" if isinstance(state_dict, dict)
+                               else type(state_dict).__name__))
+        groups, state = state_dict["param_groups"], state_dict["state"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups "
+                             f"({len(groups)}, this optimizer has {len(self.param_groups)})")
+        for saved, flat in zip(groups, self._flats):
+            if len(saved["params"]) != len(flat.params):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the "
+                                 f"size of optimizer's group ({len(saved['params'])} parameters, "
+                                 f"this group has {len(flat.params)})")
+        plan = []  # check everything before changing anything
+        for saved, group, flat, bufs in zip(groups, self.param_groups, self._flats, self._state):
+            hyper = {k: v for k, v in saved.items() if k != "params"}
+            self._check({**group, **hyper})
+            names = self._state_names({**group, **hyper})
+            if set(names) != set(bufs):
+                raise ValueError(f"loaded state dict needs state {sorted(names)}, but this optimizer was "
+                                 f"built with {sorted(bufs)} (e.g. momentum=0 vs momentum>0); build it "
+                                 "with the same hyperparameters")
+            entries = []
+            for i, (number, p) in enumerate(zip(saved["params"], flat.params)):
+                entry = state.get(number)
+                if entry is None:
+                    entries.append(None)
+                    continue
+                for name in names:
+                    value = entry.get(name)
+                    if not isinstance(value, Tensor) or value.shape != p.shape:
+                        raise ValueError(f"loaded state for parameter {number} has {name!r} "
+                                         f"{'of shape ' + str(list(value.shape)) if isinstance(value, Tensor) else repr(value)}; "
+                                         f"expected a tensor of shape {list(p.shape)}")
+                step = entry.get("step", 1) if self._counts_steps else 1
+                entries.append((int(float(step)), entry))
+            plan.append((hyper, entries))
+        for (hyper, entries), group, flat, bufs, steps in zip(plan, self.param_groups, self._flats,
+                                                              self._state, self._steps):
+            group.update(hyper)
+            for i, item in enumerate(entries):
+                steps[i] = 0 if item is None else item[0]
+                for name, buf in bufs.items():
+                    piece = buf._data[flat.slice_of(i)]
+                    piece[...] = 0 if item is None else item[1][name]._data.reshape(-1)
+
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
@@ -176,6 +252,8 @@ class SGD(Optimizer):
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+
+    _counts_steps = False  # PyTorch's SGD state is the momentum buffer alone
 
     def _state_names(self, group):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()
