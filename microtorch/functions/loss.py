@@ -182,51 +182,127 @@ def _check_reduction(op, reduction):
         raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
-def _class_indices(op, x, target) -> Tensor:
-    """``target`` as a tensor of class indices for the rows of ``x`` (N, C), checked. A
-    target that is not a tensor (a list, a numpy array) is copied into one: the op saves it
-    for backward, which must read the indices forward read."""
+def _class_indices(op, x, target, ignore_index: int = -100) -> tuple[Tensor, bool]:
+    """``target`` as a tensor of class indices for the rows of ``x`` (N, C), checked, and
+    whether any row holds ``ignore_index`` (such rows contribute nothing). A target that is
+    not a tensor (a list, a numpy array) is copied into one: the op saves it for backward,
+    which must read the indices forward read."""
     if x.ndim != 2:
         raise ValueError(f"{op}: expected input of shape (N, C), got {list(x.shape)}")
     t = target._data if isinstance(target, Tensor) else np.asarray(target)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype {t.dtype.name} "
-                        "(for probabilities use a different loss; convert labels with .long())")
+                        "(for class probabilities pass a float target of the input's shape; "
+                        "convert labels with .long())")
     if t.shape != (x.shape[0],):
         raise ValueError(f"{op}: target shape {list(t.shape)} does not match the batch: input is "
                          f"{list(x.shape)}, so target must have shape [{x.shape[0]}]")
     # one reduction: read as unsigned, a negative index is huge, so max() finds both kinds of bad
     unsigned = t.view(f"u{t.itemsize}") if t.dtype.kind == "i" else t
+    ignored = False
     if t.size and unsigned.max() >= x.shape[1]:
-        bad = (t < 0) | (t >= x.shape[1])
-        raise IndexError(f"Target {int(t[bad][0])} is out of bounds: there are {x.shape[1]} "
-                         f"classes, so targets must lie in 0..{x.shape[1] - 1}")
+        skipped = t == ignore_index
+        bad = ((t < 0) | (t >= x.shape[1])) & ~skipped
+        if bad.any():
+            raise IndexError(f"Target {int(t[bad][0])} is out of bounds: there are {x.shape[1]} "
+                             f"classes, so targets must lie in 0..{x.shape[1] - 1} (or be "
+                             f"ignore_index={ignore_index})")
+        ignored = bool(skipped.any())
     if isinstance(target, Tensor):
-        return target
+        return target, ignored
     from ..creation import tensor
 
-    return tensor(t)
+    return tensor(t), ignored
 
 
-def nll_loss(logp, target, reduction="mean"):
-    """Negative log-likelihood of class indices ``target`` under log-probabilities ``logp`` (N, C)."""
+def _reduce(losses, reduction, divisor):
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    if reduction == "sum":
+        return total
+    with np.errstate(invalid="ignore", divide="ignore"):  # every row ignored: 0/0 = nan, as in PyTorch
+        return total / divisor
+
+
+def _smoothed_nll(logp, target, ignore_index, label_smoothing, reduction):
+    """Class-index loss with ignored rows and/or label smoothing, composed from ops (so its
+    gradient is theirs, and differentiable again): with ε = label_smoothing and C classes,
+
+        ℓᵢ = −(1 − ε) logp[i, tᵢ] − (ε / C) Σⱼ logp[i, j]   (0 where tᵢ = ignore_index),
+
+    and "mean" divides Σ ℓᵢ by the number of rows not ignored (PyTorch's rule)."""
+    n, c = logp.shape
+    t = target._data
+    kept = t != ignore_index
+    picked = logp[np.arange(n), np.where(kept, t, 0)]
+    mask = Tensor._wrap(kept.astype(logp.dtype))
+    losses = -picked * mask
+    if label_smoothing:
+        losses = (1 - label_smoothing) * losses - (label_smoothing / c) * logp.sum(dim=1) * mask
+    return _reduce(losses, reduction, int(kept.sum()))
+
+
+def _soft_targets(logp, target, label_smoothing, reduction):
+    """Class-probability targets y (N, C):  ℓᵢ = −Σⱼ yᵢⱼ logp[i, j], with y smoothed to
+    (1 − ε) y + ε / C; "mean" divides by N. Composed from ops: y gets a gradient too."""
+    n, c = logp.shape
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / c
+    return _reduce(-(target * logp).sum(dim=1), reduction, n)
+
+
+def _check_smoothing(op, label_smoothing):
+    if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing!r}")
+
+
+def nll_loss(logp, target, reduction="mean", ignore_index=-100):
+    """Negative log-likelihood of class indices ``target`` under log-probabilities ``logp`` (N, C);
+    rows whose target is ``ignore_index`` contribute nothing (and "mean" does not count them)."""
     _check_reduction("nll_loss", reduction)
     _floating_only("nll_loss", logp)
-    return NllLoss.apply(logp, _class_indices("nll_loss", logp, target), reduction)
+    target, ignored = _class_indices("nll_loss", logp, target, ignore_index)
+    if ignored:
+        return _smoothed_nll(logp, target, ignore_index, 0.0, reduction)
+    return NllLoss.apply(logp, target, reduction)
 
 
-def cross_entropy(logits, target, reduction="mean"):
-    """``nll_loss(log_softmax(logits, 1), target)`` as one op (:class:`CrossEntropy`) —
-    logits (N, C) or (C,), class-index targets."""
+def cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    """``nll_loss(log_softmax(logits, 1), target)`` — logits (N, C) or (C,).
+
+    ``target`` is class indices (N,) — computed as one op (:class:`CrossEntropy`) — or class
+    probabilities of the logits' shape (a float tensor). As in PyTorch, index rows equal to
+    ``ignore_index`` contribute nothing, and ``label_smoothing`` ε mixes the target with the
+    uniform distribution: (1 − ε) target + ε / C. Those options are composed from ops
+    (:func:`_smoothed_nll`, :func:`_soft_targets`)."""
     _check_reduction("cross_entropy", reduction)
     if logits.ndim not in (1, 2):
         raise ValueError(f"cross_entropy: expected logits of shape (N, C) or (C,), got {list(logits.shape)}")
     _floating_only("cross_entropy", logits)
+    if label_smoothing != 0.0:
+        _check_smoothing("cross_entropy", label_smoothing)
+    soft = isinstance(target, Tensor) and target.dtype.kind == "f"
     if logits.ndim == 1:
-        t = target.reshape(1) if isinstance(target, Tensor) else np.reshape(target, 1)
-        loss = cross_entropy(logits.unsqueeze(0), t, reduction)
+        if soft:
+            t = target.unsqueeze(0) if target.ndim == 1 else target
+        else:
+            t = target.reshape(1) if isinstance(target, Tensor) else np.reshape(target, 1)
+        loss = cross_entropy(logits.unsqueeze(0), t, reduction, ignore_index, label_smoothing)
         return loss.squeeze(0) if reduction == "none" else loss
-    return CrossEntropy.apply(logits, _class_indices("cross_entropy", logits, target), reduction)
+    if soft:
+        if target.shape != logits.shape:
+            raise ValueError(f"cross_entropy: a probability target must have the input's shape "
+                             f"{list(logits.shape)}, got {list(target.shape)} (class indices are "
+                             "integers of shape [N])")
+        if target.dtype != logits.dtype:
+            raise RuntimeError(f"cross_entropy: expected a probability target of dtype "
+                               f"{logits.dtype.name} (the input's), got {target.dtype.name}")
+        return _soft_targets(log_softmax(logits, 1), target, label_smoothing, reduction)
+    target, ignored = _class_indices("cross_entropy", logits, target, ignore_index)
+    if ignored or label_smoothing:
+        return _smoothed_nll(log_softmax(logits, 1), target, ignore_index, label_smoothing, reduction)
+    return CrossEntropy.apply(logits, target, reduction)
 
 
 def mse_loss(input, target, reduction="mean"):  # noqa: A002 — PyTorch's name

@@ -156,12 +156,13 @@ class Flatten(Module):
 class CrossEntropyLoss(Module):
     """``F.cross_entropy(logits, target)``: log-softmax over classes, then negative log-likelihood."""
 
-    def __init__(self, reduction: str = "mean"):
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100, label_smoothing: float = 0.0):
         super().__init__()
-        self.reduction = reduction
+        self.reduction, self.ignore_index, self.label_smoothing = reduction, ignore_index, label_smoothing
 
     def forward(self, logits, target):
-        return F.cross_entropy(logits, target, reduction=self.reduction)
+        return F.cross_entropy(logits, target, reduction=self.reduction, ignore_index=self.ignore_index,
+                               label_smoothing=self.label_smoothing)
 
 
 class MSELoss(Module):
