@@ -282,10 +282,10 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smo
     _floating_only("cross_entropy", logits)
     if label_smoothing != 0.0:
         _check_smoothing("cross_entropy", label_smoothing)
-    soft = isinstance(target, Tensor) and target.dtype.kind == "f"
+    soft = isinstance(target, Tensor) and target.dtype.kind == "f" and target.ndim == logits.ndim
     if logits.ndim == 1:
         if soft:
-            t = target.unsqueeze(0) if target.ndim == 1 else target
+            t = target.unsqueeze(0)
         else:
             t = target.reshape(1) if isinstance(target, Tensor) else np.reshape(target, 1)
         loss = cross_entropy(logits.unsqueeze(0), t, reduction, ignore_index, label_smoothing)
