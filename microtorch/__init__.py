@@ -22,6 +22,7 @@ from .functions import (abs, add, amax, amin, broadcast_to, cat, clamp, clone, c
                         sigmoid, softmax, sqrt, squeeze, stack, sub, sum, tanh, transpose,
                         unbroadcast, unsqueeze, var, view, where)
 from .functions import as_strided, diagonal  # strided views (and Tensor.unfold)
+from .functions import floor_divide, remainder  # // and %
 from .comparison import logical_and, logical_not, logical_or
 from .gradcheck import GradcheckError, gradcheck
 from .memory.trace import Trace

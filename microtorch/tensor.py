@@ -313,7 +313,10 @@ def _methods():
         "__mul__": (F.mul), "__rmul__": reflected(F.mul),
         "__truediv__": (F.div), "__rtruediv__": reflected(F.div),
         "__matmul__": (F.matmul), "__rmatmul__": reflected(F.matmul),
-        "__pow__": (F.pow),
+        "__pow__": (F.pow), "__rpow__": reflected(F.pow),
+        "__floordiv__": F.floor_divide, "__rfloordiv__": reflected(F.floor_divide),
+        "__mod__": F.remainder, "__rmod__": reflected(F.remainder),
+        "floor_divide": F.floor_divide, "remainder": F.remainder,
         "__neg__": F.neg, "__pos__": lambda self: self, "__abs__": F.abs,
         "__getitem__": F.index,
         "add": (F.add), "sub": (F.sub), "mul": (F.mul), "div": (F.div),
@@ -332,14 +335,6 @@ def _methods():
         ops[op] = ops[f"__{op}__"] = (lambda op: lambda self, other: compare(op, self, other))(op)
     for name, fn in ops.items():
         setattr(Tensor, name, fn)
-
-
-def _rpow(self, base):
-    raise TypeError("microtorch supports only constant exponents (x ** 2); for base ** x with a "
-                    "tensor x write mt.exp(x * math.log(base))")
-
-
-Tensor.__rpow__ = _rpow
 
 
 def _to(self, dtype) -> Tensor:

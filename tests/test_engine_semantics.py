@@ -247,6 +247,8 @@ PROMOTION_OPS = {"add": lambda F, a, b: a + b, "sub": lambda F, a, b: a - b, "mu
                  "div": lambda F, a, b: a / b, "maximum": lambda F, a, b: F.maximum(a, b),
                  "minimum": lambda F, a, b: F.minimum(a, b), "lt": lambda F, a, b: a < b,
                  "eq": lambda F, a, b: a == b, "matmul": lambda F, a, b: a @ b,
+                 "pow": lambda F, a, b: a ** b, "floordiv": lambda F, a, b: a // b,
+                 "mod": lambda F, a, b: a % b,
                  "where": lambda F, a, b: F.where(F.ones(3, dtype=F.bool), a, b)}
 DTYPES = ["bool", "int32", "int64", "float16", "float32", "float64"]
 PYTHON_NUMBERS = {"bool": True, "int32": 2, "int64": 3, "float16": 1.5, "float32": 2.5, "float64": 0.5}
@@ -392,3 +394,88 @@ def test_grad_assignment_errors_have_torchs_types(value, torch):
         return type(e.value)
 
     assert attempt(mt) is attempt(torch)
+
+
+# -- tensor exponents, // and %, sum(dtype=) ------------------------------------------------------
+def _f64(values, grad=True):
+    return mt.tensor(values, dtype=mt.float64, requires_grad=grad)
+
+
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (4,))])
+def test_tensor_exponent_gradients_match_finite_differences(shapes):
+    rng = np.random.default_rng(len(shapes[0]) + 3 * len(shapes[1]))
+    a = _f64(rng.uniform(0.5, 2.0, shapes[0]))
+    b = _f64(rng.uniform(-1.5, 2.5, shapes[1]))
+    assert mt.gradcheck(lambda a, b: a ** b, [a, b])
+    assert mt.gradcheck(lambda b: 2.5 ** b, [b])  # a number base
+
+
+def test_tensor_exponent_second_derivatives_match_finite_differences():
+    a, b = _f64([0.7, 1.3]), _f64([1.5, -0.5])
+
+    def first(a, b):
+        with mt.enable_grad():  # gradcheck evaluates under no_grad for its differences
+            ga, gb = mt.grad((a ** b).sum(), [a, b], create_graph=True)
+        return (ga * gb).sum()
+
+    assert mt.gradcheck(first, [a, b])
+
+
+@pytest.mark.oracle
+def test_pow_floor_divide_and_remainder_match_torch(torch):
+    cases = {
+        "pow": lambda a, b: a ** b, "rpow": lambda a, b: 2.0 ** b, "rpow_int": lambda a, b: 3 ** b,
+        "mod": lambda a, b: a % b, "mod_number": lambda a, b: a % 1.5,  # (torch has no gradient for 7.5 % b)
+    }
+    a_values = [[0., 2., -1., 3.5], [1.5, -2.5, 0.25, 4.]]
+    b_values = [0., 3., 0.5, -2.]
+    for name, fn in cases.items():
+        outs = []
+        for F in (mt, torch):
+            a = F.tensor(a_values, dtype=F.float64, requires_grad=True)
+            b = F.tensor(b_values, dtype=F.float64, requires_grad=True)
+            z = fn(a, b)
+            z.sum().backward()
+            outs.append([t.detach().numpy().copy() if t is not None else None for t in (z, a.grad, b.grad)])
+        for ours, theirs in zip(*outs):
+            assert (ours is None) == (theirs is None), name
+            if ours is not None:
+                np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12, err_msg=name)
+    ints = ([5, -5, 7, 0], [3, 3, -2, 4])
+    for fn in (lambda a, b: a // b, lambda a, b: a % b, lambda a, b: a ** b, lambda a, b: 7 // b,
+               lambda a, b: a ** 2, lambda a, b: b % 3):
+        ours = fn(mt.tensor(ints[0]), mt.tensor(ints[1]))
+        theirs = fn(torch.tensor(ints[0]), torch.tensor(ints[1]))
+        assert ours.tolist() == theirs.tolist() and ours.dtype.name == str(theirs.dtype)[6:]
+    assert (mt.tensor([2, 3]) ** mt.tensor([-1, 2])).tolist() == (torch.tensor([2, 3]) ** torch.tensor([-1, 2])).tolist()
+
+
+def test_floor_divide_has_no_gradient_as_in_pytorch():
+    x = _f64([3.5, -2.5])
+    z = x // 2
+    assert z.tolist() == [1., -2.] and z.requires_grad
+    with pytest.raises(RuntimeError, match="derivative for floor_divide is not implemented"):
+        z.sum().backward()
+
+
+def test_integer_division_by_zero_and_negative_integer_powers_are_refused():
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        mt.tensor([1, 2]) // 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        mt.tensor([1, 2]) % mt.tensor([1, 0])
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        mt.tensor([2, 3]) ** -1
+    assert (mt.tensor([1., -2.]) // 0).tolist() == [float("inf"), float("-inf")]
+
+
+def test_sum_and_mean_take_a_dtype():
+    x = mt.tensor([1., 2.], requires_grad=True)
+    s = x.sum(dtype=mt.float64)
+    assert s.dtype == mt.float64
+    s.backward()
+    assert x.grad.dtype == mt.float32 and x.grad.tolist() == [1., 1.]
+    assert mt.tensor([1, 2]).sum(dtype=mt.float32).dtype == mt.float32
+    assert mt.tensor([1, 2]).mean(dtype=mt.float64).item() == 1.5
+    assert mt.tensor([True, True]).sum().dtype == mt.int64
+    big = mt.full((1000,), 16777216.0)  # float32 cannot count past 2**24 one by one
+    assert big.sum(dtype=mt.float64).item() == 16777216.0 * 1000

@@ -1,7 +1,7 @@
 """Every op of microtorch, forward and backward side by side, grouped by concept."""
 from .broadcast import unbroadcast
-from .elementwise import (abs, add, clamp, clone, div, exp, log, maximum, minimum, mul, neg, pow, relu,
-                          sigmoid, sqrt, sub, tanh, where)
+from .elementwise import (abs, add, clamp, clone, div, exp, floor_divide, log, maximum, minimum, mul,
+                          neg, pow, relu, remainder, sigmoid, sqrt, sub, tanh, where)
 from .linalg import linear, matmul
 from .loss import cross_entropy, log_softmax, mse_loss, nll_loss, softmax
 from .reduction import amax, amin, max, mean, min, sum, var

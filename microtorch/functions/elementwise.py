@@ -130,6 +130,93 @@ class Pow(Function):
         return g * ctx.p * x ** (ctx.p - 1)
 
 
+class PowTensor(Function):
+    """z = a ** b elementwise, both tensors (broadcasting);
+
+        dz/da = b · a^(b−1)   (0 where b = 0, as in PyTorch),
+        dz/db = z · ln a      (0 where a = 0 and b ≥ 0: the limit, as in PyTorch).
+    """
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        ctx.save_output()
+        ctx.shapes = a.shape, b.shape
+        if a.dtype.kind in "iu" and (b._data < 0).any():
+            return _integer_power(a._data, b._data)
+        with np.errstate(invalid="ignore", divide="ignore"):  # (-1) ** 0.5 is NaN, 0 ** -1 inf: no warning
+            return _broadcasting(ctx, "pow", np.power, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, z = ctx.saved_tensors
+        ga = gb = None
+        with np.errstate(invalid="ignore", divide="ignore"):  # NaN/inf where the math has them, as in PyTorch
+            if ctx.needs_input_grad[0]:
+                ga = where(Tensor._wrap(np.asarray(b._data == 0)), 0.0, g * b * a ** (b - 1))
+                ga = unbroadcast(ga, ctx.shapes[0])
+            if ctx.needs_input_grad[1]:
+                limit = Tensor._wrap(np.asarray((a._data == 0) & (b._data >= 0)))
+                gb = unbroadcast(where(limit, 0.0, g * z * log(a)), ctx.shapes[1])
+        return ga, gb
+
+
+def _integer_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Integer x ** y with some y < 0 (numpy refuses): PyTorch's integer answer, x^y rounded
+    toward zero — 1 for x = 1, ±1 for x = −1, else 0."""
+    neg = y < 0
+    out = np.power(x, np.where(neg, 0, y))
+    small = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
+    return np.where(neg, small, out).astype(out.dtype, copy=False)
+
+
+class FloorDivide(Function):
+    """z = ⌊a / b⌋ (rounding toward −∞, PyTorch's ``//``). Not differentiable: as in PyTorch,
+    the result keeps a node, and backward through it raises."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _no_integer_zero(a, b)
+        with np.errstate(invalid="ignore", divide="ignore"):  # x.float() // 0 is ±inf (or NaN), as in PyTorch
+            return _broadcasting(ctx, "floor_divide", np.floor_divide, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("derivative for floor_divide is not implemented (⌊a / b⌋ is a step "
+                           "function: its gradient is 0 almost everywhere); detach() its inputs, "
+                           "or use a / b")
+
+
+class Remainder(Function):
+    """z = a − ⌊a / b⌋ · b (the sign of b, Python's and PyTorch's ``%``);
+    dz/da = 1, dz/db = −⌊a / b⌋."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _no_integer_zero(a, b)
+        if ctx.needs_input_grad and ctx.needs_input_grad[1]:
+            ctx.save_for_backward(a, b)
+        ctx.shapes = a.shape, b.shape
+        with np.errstate(invalid="ignore", divide="ignore"):  # x.float() % 0 is NaN, as in PyTorch
+            return _broadcasting(ctx, "remainder", np.remainder, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        ga = unbroadcast(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = None
+        if ctx.needs_input_grad[1]:
+            a, b = ctx.saved_tensors
+            with np.errstate(invalid="ignore", divide="ignore"):
+                gb = unbroadcast(-g * Tensor._wrap(np.floor_divide(a._data, b._data)), ctx.shapes[1])
+        return ga, gb
+
+
+def _no_integer_zero(a: Tensor, b: Tensor) -> None:
+    if b.dtype.kind in "iub" and not b._data.all():
+        raise RuntimeError("ZeroDivisionError: integer division (// or %) by zero; divide floats "
+                           "(x.float() // 0 is inf) or mask the zeros first")
+
+
 class Exp(Function):
     """z = eˣ;  dz/dx = eˣ = z (the output is saved, not recomputed)."""
 
@@ -362,14 +449,45 @@ def neg(x):
 
 
 def pow(x, exponent):  # noqa: A001 — PyTorch's name
-    if isinstance(exponent, Tensor):
-        if exponent.numel() != 1 or exponent.requires_grad:
-            raise TypeError("pow: microtorch supports a constant scalar exponent; for x ** y with a "
-                            "tensor y use exp(y * log(x))")
+    """x ** exponent: a number exponent (:class:`Pow`), or a tensor one — then both
+    gradients (:class:`PowTensor`); ``2 ** x`` (a number base) is the tensor case too.
+    Dtypes follow PyTorch's promotion (``int ** 0.5`` is float32)."""
+    if isinstance(exponent, Tensor) or not isinstance(x, Tensor):
+        a, b = operands(x, exponent)
+        if a.dtype == np.bool_:
+            raise NotImplementedError('"pow" not implemented for \'Bool\' tensors; convert them first, e.g. a.long()')
+        return PowTensor.apply(a, b)
+    if isinstance(exponent, np.generic):
         exponent = exponent.item()
+    if not isinstance(exponent, numbers.Real):
+        raise TypeError(f"pow: the exponent must be a number or a tensor, got {type(exponent).__name__}")
     if isinstance(exponent, float):  # int tensor ** 0.5 is a float32 tensor, as in PyTorch
         x = _floating(x)
+    elif x.dtype.kind in "iub":
+        if exponent < 0 and not isinstance(exponent, bool):
+            raise RuntimeError("Integers to negative integer powers are not allowed. (Use a float "
+                               "tensor: x.float() ** -1)")
+        if x.dtype == np.bool_ and not isinstance(exponent, bool):
+            x = x.long()  # bool ** 2 is int64, as in PyTorch
+        elif x.dtype == np.bool_:
+            return Pow.apply(x.long(), int(exponent)).bool()
     return Pow.apply(x, exponent)
+
+
+def floor_divide(a, b):
+    """⌊a / b⌋, rounding toward −∞ (PyTorch's ``//``); integers stay integers."""
+    a, b = operands(a, b)
+    if a.dtype == np.bool_:
+        raise NotImplementedError('"floor_divide" not implemented for \'Bool\' tensors')
+    return FloorDivide.apply(a, b)
+
+
+def remainder(a, b):
+    """a − ⌊a / b⌋ · b: the remainder with the sign of b (PyTorch's and Python's ``%``)."""
+    a, b = operands(a, b)
+    if a.dtype == np.bool_:
+        raise NotImplementedError('"remainder" not implemented for \'Bool\' tensors')
+    return Remainder.apply(a, b)
 
 
 def _floating(x):

@@ -125,11 +125,18 @@ class MaxDim(Function):
 minmax_result = namedtuple("minmax_result", ["values", "indices"])
 
 
-def sum(x, dim=None, keepdim=False):  # noqa: A001
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    """Σ x over ``dim`` (all by default); ``dtype`` converts x first (differentiably), as in
+    PyTorch: ``x.sum(dtype=mt.float64)`` sums float32 values in float64."""
+    if dtype is not None:
+        x = x.to(dtype)
     return Sum.apply(x, dim, keepdim)
 
 
-def mean(x, dim=None, keepdim=False):
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    """(1/n) Σ x over ``dim``; ``dtype`` converts x first, as in PyTorch."""
+    if dtype is not None:
+        x = x.to(dtype)
     return Mean.apply(x, dim, keepdim)
 
 
