@@ -90,6 +90,9 @@ KINDS = {
                 "alloc_block fields plus storage), storages (storage, nbytes, dtype, tag, "
                 "allocator, block, refcount, stale), node_records {live, top}",
     "mark": "a marker put in the trace with tr.mark(label, **fields): label, plus those fields",
+    "read": "a tensor's values were read outside an op: tensor, storage, how ('item', 'tolist' or "
+            "'numpy'), copy (False: numpy() handed out an array over the bytes themselves, which reads "
+            "them for as long as it lives — until its reference is dropped)",
 }
 
 _tensor_ids = itertools.count(1)
@@ -100,6 +103,14 @@ def emit(kind: str, **fields) -> None:
     """Record an event if a recorder is active (allocators call this; hot paths inline the check)."""
     if active is not None:
         active.emit(kind, **fields)
+
+
+def read(t, how: str, copy: bool = True) -> None:
+    """Record that ``t``'s values left the engine through ``how`` (``item``, ``tolist``,
+    ``numpy``): a read no op event shows, which in-place analysis must respect."""
+    rec = active
+    if rec is not None:
+        rec.emit("read", tensor=rec.tensor(t), storage=t._storage.id, how=how, copy=copy)
 
 
 def tensor_id(t) -> int:

@@ -66,6 +66,8 @@ FIELDS: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
                  "allocators": ((_LIST,), False), "blocks": ((_LIST,), False),
                  "storages": ((_LIST,), False), "node_records": ((_DICT,), False)},
     "mark": {"label": ((_STR,), True)},
+    "read": {"tensor": ((_INT,), True), "storage": ((_INT,), True), "how": ((_STR,), True),
+             "copy": ((_BOOL,), False)},
 }
 
 # the entries of a baseline's lists that replay reads by key
