@@ -48,6 +48,7 @@ import ctypes
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -137,7 +138,7 @@ class _Blas:
 # ==========================================================================================
 # 1. the MLP training step
 # ==========================================================================================
-def _data(seed: int = 0):
+def _data(seed: int = 0, batch: int = BATCH, sizes: tuple = SIZES):
     """BATCHES batches of MNIST-like inputs (pixels in [0, 1), 80 % of them 0) with random
     labels, and PyTorch-style initial weights in PyTorch's layout (W: out x in).
 
@@ -147,11 +148,11 @@ def _data(seed: int = 0):
     engine keeps training normally while it is timed (the notes show its loss afterwards).
     """
     rng = np.random.default_rng(seed)
-    x = rng.random((BATCHES, BATCH, SIZES[0]), dtype=np.float32)
+    x = rng.random((BATCHES, batch, sizes[0]), dtype=np.float32)
     x[rng.random(x.shape) < 0.8] = 0
-    y = rng.integers(0, CLASSES, (BATCHES, BATCH)).astype(np.int64)
+    y = rng.integers(0, sizes[-1], (BATCHES, batch)).astype(np.int64)
     layers = []
-    for nin, nout in zip(SIZES[:-1], SIZES[1:]):
+    for nin, nout in zip(sizes[:-1], sizes[1:]):
         bound = 1 / math.sqrt(nin)
         layers.append((rng.uniform(-bound, bound, (nout, nin)).astype(np.float32),
                        rng.uniform(-bound, bound, nout).astype(np.float32)))
@@ -163,12 +164,15 @@ def _state_dict(layers, wrap):
     return {"0.weight": wrap(w1), "0.bias": wrap(b1), "2.weight": wrap(w2), "2.bias": wrap(b2)}
 
 
-def _module_step(lib, cross_entropy, momentum: float, data):
+def _module_step(lib, cross_entropy, momentum: float, data, marks: list | None = None):
     """The step with ``lib``'s modules and optimizer: microtorch and PyTorch share the code
-    (the same names do the same thing), so the two are timed on exactly the same loop."""
+    (the same names do the same thing), so the two are timed on exactly the same loop.
+    With ``marks`` (a list), each step appends the clock after zero_grad, forward, backward
+    and the optimizer step (the per-phase breakdown, ``benchmarks/phases.py``)."""
     x_np, y_np, layers = data or _data()
-    model = lib.nn.Sequential(lib.nn.Linear(SIZES[0], SIZES[1]), lib.nn.ReLU(),
-                              lib.nn.Linear(SIZES[1], SIZES[2]))
+    (w1, _), (w2, _) = layers
+    model = lib.nn.Sequential(lib.nn.Linear(w1.shape[1], w1.shape[0]), lib.nn.ReLU(),
+                              lib.nn.Linear(w2.shape[1], w2.shape[0]))
     model.load_state_dict(_state_dict(layers, lib.tensor))
     opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=momentum)
     batches = [(lib.tensor(xb), lib.tensor(yb)) for xb, yb in zip(x_np, y_np)]
@@ -183,15 +187,32 @@ def _module_step(lib, cross_entropy, momentum: float, data):
         opt.step()
         return loss.item()
 
+    def phased_step() -> float:
+        x, y = batches[state["steps"] % BATCHES]
+        state["steps"] += 1
+        marks.append(clock())
+        opt.zero_grad()
+        marks.append(clock())
+        loss = cross_entropy(model(x), y)
+        marks.append(clock())
+        loss.backward()
+        marks.append(clock())
+        opt.step()
+        marks.append(clock())
+        return loss.item()
+
+    if marks is not None:
+        clock, step = time.perf_counter, phased_step
+
     step.steps = lambda: state["steps"]
     return step
 
 
-def microtorch_step(config: str, data=None):
+def microtorch_step(config: str, data=None, marks: list | None = None):
     """A microtorch training step: ``config`` is "sgd", "momentum" or "arena" (sgd in a step arena)."""
     import microtorch as mt
 
-    plain = _module_step(mt, mt.cross_entropy, MOMENTUM if config == "momentum" else 0.0, data)
+    plain = _module_step(mt, mt.cross_entropy, MOMENTUM if config == "momentum" else 0.0, data, marks)
     if config != "arena":
         return plain
     arena = mt.memory.Arena(name="training step arena")
@@ -204,17 +225,25 @@ def microtorch_step(config: str, data=None):
     return step
 
 
-def numpy_step(momentum: float = 0.0, data=None):
-    """The same step in raw numpy: forward, backward by hand, in-place SGD. No engine."""
+def numpy_step(momentum: float = 0.0, data=None, marks: list | None = None):
+    """The same step in raw numpy: forward, backward by hand, in-place SGD. No engine.
+    With ``marks``, each step appends the clock at its start and after forward, backward
+    and the update (no zero_grad: the clock is read twice there)."""
     xs, ys, layers = data or _data()
     params = [p.copy() for layer in layers for p in layer]  # W1, b1, W2, b2
     bufs = [np.zeros_like(p) for p in params] if momentum else None
-    rows = np.arange(BATCH)
+    batch = xs.shape[1]
+    rows = np.arange(batch)
     lr = np.float32(LR)
     state = {"steps": 0}
+    mark = marks.append if marks is not None else None
+    clock = time.perf_counter
 
     def step() -> float:
         x, y = xs[state["steps"] % BATCHES], ys[state["steps"] % BATCHES]
+        if mark is not None:
+            mark(clock())
+            mark(clock())
         w1, b1, w2, b2 = params
         z1 = x @ w1.T
         z1 += b1
@@ -225,14 +254,18 @@ def numpy_step(momentum: float = 0.0, data=None):
         e = np.exp(z2)
         se = e.sum(axis=1, keepdims=True)
         loss = float(np.log(se).mean() - z2[rows, y].mean())  # nll of log-softmax, mean
+        if mark is not None:
+            mark(clock())
         g = e / se  # d loss / d logits = (softmax - onehot) / N
         g[rows, y] -= 1
-        g /= BATCH
+        g /= batch
         gw2, gb2 = g.T @ h, g.sum(axis=0)
         gz = g @ w2
         gz *= z1 > 0
         gw1, gb1 = gz.T @ x, gz.sum(axis=0)
         grads = (gw1, gb1, gw2, gb2)
+        if mark is not None:
+            mark(clock())
         if momentum:  # PyTorch's rule: buf = g on the first step, then mu * buf + g
             first = state["steps"] == 0
             for p, gr, buf in zip(params, grads, bufs):
@@ -247,6 +280,8 @@ def numpy_step(momentum: float = 0.0, data=None):
             for p, gr in zip(params, grads):
                 gr *= lr
                 p -= gr
+        if mark is not None:
+            mark(clock())
         state["steps"] += 1
         return loss
 

@@ -2,17 +2,34 @@
 
 A state dict is a flat mapping ``{name: tensor}`` (``model.state_dict()``). ``mt.save``
 writes one ``.npy`` entry per name into a zip (numpy's ``.npz`` format, readable with
-plain ``np.load``); ``mt.load`` reads it back with ``allow_pickle=False``, so loading a
-file can never run code — unlike ``torch.load`` of a pickle. The order of the keys and
-every dtype are kept.
+plain ``np.load``); ``mt.load`` reads it back with pickles off, so loading a file can never
+run code — unlike ``torch.load`` of a pickle. The order of the keys and every dtype are kept.
+
+``mt.load`` reads the zip entry by entry and checks each one before it reads the data: a
+file that is not an ``.npz`` (empty, a single ``.npy``, a pickle, a damaged or truncated
+zip) raises :class:`LoadError` saying what the file is and what was expected; an entry
+holding Python objects or a dtype microtorch does not support raises ``TypeError``. Both
+name the file (and the entry).
 """
 from __future__ import annotations
 
 import os
+import zipfile
 
 import numpy as np
 
+from . import dtypes
 from .tensor import Tensor
+
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with entries / an empty zip
+_NPY_MAGIC = b"\x93NUMPY"
+_EXPECTED = "mt.load reads .npz state dicts written by mt.save (or np.savez)"
+# what zipfile and numpy's .npy reader raise on damaged bytes (encrypted flag, odd compression...)
+_DAMAGED = (zipfile.BadZipFile, ValueError, EOFError, OSError, RuntimeError, NotImplementedError)
+
+
+class LoadError(RuntimeError):
+    """A file given to :func:`load` is not a readable ``.npz`` state dict."""
 
 
 def save(obj, f) -> None:
@@ -39,8 +56,75 @@ def save(obj, f) -> None:
 
 
 def load(f) -> dict[str, Tensor]:
-    """Read a file written by :func:`save` into ``{name: tensor}`` (same order, same dtypes)."""
+    """Read a file written by :func:`save` into ``{name: tensor}`` (same order, same dtypes).
+
+    ``f`` is a path or a binary file open for reading. Raises :class:`LoadError` when the
+    file is not an ``.npz`` archive of arrays, ``TypeError`` when an entry's dtype is not one
+    microtorch supports (object arrays included: they would need unpickling)."""
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            return _load(fh, os.fspath(f))
+    return _load(f, getattr(f, "name", None) or repr(f))
+
+
+def _load(fh, where: str) -> dict[str, Tensor]:
+    head = fh.read(6)
+    fh.seek(-len(head), os.SEEK_CUR)
+    if not head:
+        raise LoadError(f"mt.load: {where!r} is empty (0 bytes); {_EXPECTED}")
+    if head.startswith(_NPY_MAGIC):
+        raise LoadError(f"mt.load: {where!r} is a single .npy array, not a state dict; {_EXPECTED}. "
+                        "Read it with np.load and wrap it yourself: {'name': mt.tensor(np.load(path))}")
+    if not head.startswith(_ZIP_MAGIC):
+        kind = "a Python pickle (torch.save's legacy format?)" if head[:1] == b"\x80" else "not a zip archive"
+        raise LoadError(f"mt.load: {where!r} is {kind} (it starts with {head!r}); {_EXPECTED}; "
+                        "microtorch never unpickles files")
+    try:
+        archive = zipfile.ZipFile(fh)
+    except _DAMAGED as e:
+        raise LoadError(f"mt.load: {where!r} starts like a zip (.npz) archive but is truncated or "
+                        f"damaged ({e}); save it again with mt.save") from None
+    with archive:
+        names = archive.namelist()
+        foreign = [n for n in names if not n.endswith(".npy")]
+        if foreign:
+            raise LoadError(f"mt.load: {where!r} is a zip archive but not an .npz of arrays (entries "
+                            f"{foreign[:3]} are not .npy; a torch.save file?); {_EXPECTED}")
+        return {name[:-4]: _entry(archive, name, where) for name in names}
+
+
+def _entry(archive: zipfile.ZipFile, name: str, where: str) -> Tensor:
+    """One ``.npy`` entry as a tensor: the header is checked before any data is read."""
     from .creation import tensor
 
-    with np.load(f, allow_pickle=False) as npz:
-        return {key: tensor(npz[key]) for key in npz.files}
+    key = name[:-4]
+    try:
+        with archive.open(name) as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read_header is None:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, _, dtype = read_header(fh)
+            header_size = fh.tell()
+        if dtype.hasobject:
+            raise TypeError(f"mt.load: entry {key!r} of {where!r} holds Python objects (numpy dtype "
+                            f"{dtype}), which could only be read by unpickling; microtorch loads "
+                            "numeric arrays only")
+        _check_dtype(dtype, key, where)
+        if header_size + int(np.prod(shape, dtype=object)) * dtype.itemsize > archive.getinfo(name).file_size:
+            raise ValueError(f"its header announces shape {shape}, more bytes than the entry holds")
+        with archive.open(name) as fh:
+            array = np.lib.format.read_array(fh, allow_pickle=False)
+    except _DAMAGED as e:
+        raise LoadError(f"mt.load: entry {key!r} of {where!r} is damaged or truncated ({e}); "
+                        "save the file again with mt.save") from None
+    return tensor(array)
+
+
+def _check_dtype(dtype: np.dtype, key: str, where: str) -> None:
+    """Refuse a dtype microtorch does not support, naming the file and the entry."""
+    try:
+        dtypes.as_dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"mt.load: entry {key!r} of {where!r}: {e}") from None

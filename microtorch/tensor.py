@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from . import dtypes
+from .memory import trace as _trace
 from .memory.storage import Storage, empty_storage, new_storage
 
 
@@ -204,9 +205,9 @@ class Tensor:
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        if self._storage.views is not None:  # arena-backed: a copy that outlives the step
-            return np.array(self._data)
-        return np.asarray(_Export(self))
+        copy = self._storage.views is not None  # arena-backed: a copy that outlives the step
+        _trace.read(self, "numpy", copy)
+        return np.array(self._data) if copy else np.asarray(_Export(self))
 
     def __array__(self, dtype=None, copy=None):
         if self.requires_grad:
@@ -216,12 +217,14 @@ class Tensor:
         return array if dtype is None else array.astype(dtype)
 
     def tolist(self):
+        _trace.read(self, "tolist")
         return self._data.tolist()
 
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to a "
                                "Python number; item() needs exactly one element")
+        _trace.read(self, "item")
         return self._data.reshape(()).item()
 
     def __float__(self) -> float:

@@ -23,34 +23,48 @@ element addresses and reports bytes.
   overlapping ``as_strided`` / ``unfold``)? Writing into such a view is refused.
 * :func:`alias` — do two tensors share bytes? Returns an :class:`AliasReport`.
 
+**Two storages, one buffer.** Storages are compared by the memory they cover, not by
+id: ``mt.from_numpy(x.numpy())`` is a second storage over ``x``'s bytes, and so is any
+storage over a numpy view of another's buffer. When two views live in different storages
+whose buffers overlap, both are rewritten as views of 1-byte elements addressed from the
+lower buffer start (:meth:`Layout.in_bytes`: strides × itemsize, plus one dimension walking
+an element's bytes), and the steps below run on those. Storages over disjoint memory: "no".
+
 **alias(a, b, exact=True): answers and cost.**
 
-* ``exact=False`` compares byte extents only — O(ndim): ``"no"`` (different storages, an
-  empty view, or disjoint extents) or ``"may"`` (same storage, overlapping extents).
+* ``exact=False`` compares byte extents only — O(ndim): ``"no"`` (different memory, an
+  empty view, or disjoint extents) or ``"may"`` (overlapping extents).
 * ``exact=True`` (default) says ``"must"`` (at least one shared byte; the report names one
-  element position in each tensor that both read) or ``"no"``. The work, cheapest first:
+  element position in each tensor that both read) or ``"no"`` — or, when both work bounds
+  below are used up, ``"may"`` with ``method="budget"`` (undecided; raise the bounds). The
+  work, cheapest first:
 
-  1. O(ndim): different storages, empty views, disjoint extents → ``"no"``; equal start
+  1. O(ndim): different memory, empty views, disjoint extents → ``"no"``; equal start
      addresses → ``"must"``.
   2. O(ndim): a gcd test. Shared addresses need ``offset_b - offset_a`` to be a multiple of
      the gcd of all strides; e.g. the even and odd columns of a matrix (strides 2 and 6,
      offsets 0 and 1) overlap in extent but never in bytes.
   3. An exact bounded Diophantine solver: find indices with ``addr_a(i) == addr_b(j)``,
      i.e. ``Σ stride·index (a's dims) − Σ stride·index (b's dims) = offset_b − offset_a``
-     with every index in its range. Depth-first over the dimensions, largest stride first;
-     at each level only index values whose remaining difference the smaller dimensions
-     can still reach (an interval test) and that respect the gcd of the remaining strides
-     (a congruence) are tried, and the last two dimensions are solved in closed form with
-     the extended Euclidean algorithm (so two 1-D views cost O(log stride)). For the views
-     real programs make (slices, transposes, windows, row/column pairs) this visits a
-     handful of nodes. Its work is capped (``max_work`` candidate values, default 20,000).
-  4. Past the cap, enumeration: the element addresses of both views (each clipped to the
-     other's extent) are intersected with numpy — O((n + m) log(n + m)) time and O(n + m)
-     memory for views of n and m elements. Always exact, just not clever.
+     with every index in its range. Dimensions that do not move (size 1, or stride 0 as
+     ``expand`` makes) are dropped first, and unknowns with equal strides merge into one
+     (``c·y1 + c·y2 = c·(y1 + y2)``). Depth-first over the rest, largest stride first; at
+     each level only index values whose remaining difference the smaller dimensions can
+     still reach (an interval test) and that respect the gcd of the remaining strides (a
+     congruence) are tried, and the last two are solved in closed form with the extended
+     Euclidean algorithm (so two 1-D views cost O(log stride)). For the views real
+     programs make (slices, transposes, windows, halves, expands) this visits a handful
+     of nodes. Its work is capped (``max_work`` candidate values, default 20,000).
+  4. Past the cap, enumeration: the element addresses of both views' moving dimensions
+     (each clipped to the other's extent) are intersected with numpy — O((n + m) log(n + m))
+     time and O(n + m) memory for n and m addresses. Exact, just not clever; bounded by
+     ``max_enumerate`` addresses in all (default 4M, about 100 MB at the peak). Past that
+     bound the answer is an honest ``"may"``.
 
   The report says which step decided (``method``) and how many candidates the solver tried
   (``work``). The exact answer is tested against ``np.shares_memory(x, y, max_work=None)``
-  on 10,000+ random pairs of strided views (stride 0 and negative strides included).
+  on 10,000+ random pairs of strided views (stride 0 and negative strides included), and on
+  pairs reached through two storages over one buffer.
 """
 from __future__ import annotations
 
@@ -75,6 +89,7 @@ class Layout:
     strides: tuple[int, ...]
     itemsize: int
     storage_size: int  # elements in the storage
+    address: int | None = None  # where the storage's first byte is in memory (None: unknown)
 
     @property
     def numel(self) -> int:
@@ -108,6 +123,22 @@ class Layout:
         """``(stride, size, dim)`` for the dimensions that move: size > 1 and stride != 0."""
         return [(s, n, d) for d, (n, s) in enumerate(zip(self.shape, self.strides)) if n > 1 and s != 0]
 
+    def moving(self) -> "Layout":
+        """The same addresses without the dimensions that do not move (size 1 or stride 0):
+        an expand by 50 touches no byte its unexpanded view does not."""
+        terms = self.terms()
+        return Layout(self.storage, self.offset, tuple(n for _, n, _ in terms),
+                      tuple(s for s, _, _ in terms), self.itemsize, self.storage_size, self.address)
+
+    def in_bytes(self, origin: int) -> "Layout":
+        """The same bytes as a view of 1-byte elements, addressed from byte ``origin`` of
+        memory: strides × itemsize, plus a last dimension walking the bytes of one element.
+        Two views over different storages compare in this frame."""
+        item = self.itemsize
+        return Layout(-1, self.address - origin + self.offset * item, self.shape + (item,),
+                      tuple(s * item for s in self.strides) + (1,), 1,
+                      self.address - origin + self.storage_size * item, origin)
+
     def __str__(self) -> str:
         return (f"storage #{self.storage}: offset {self.offset}, shape {list(self.shape)}, strides "
                 f"{list(self.strides)} (elements of {self.itemsize} bytes)")
@@ -117,7 +148,7 @@ def layout(t) -> Layout:
     """The :class:`Layout` of tensor ``t`` (its storage, offset, shape, strides)."""
     storage = t._storage
     return Layout(storage.id, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t._data.itemsize,
-                  storage.nbytes // t._data.itemsize)
+                  storage.nbytes // t._data.itemsize, storage.data.__array_interface__["data"][0])
 
 
 def _as_layout(x) -> Layout:
@@ -196,11 +227,12 @@ def overlaps_itself(t) -> bool:
 class AliasReport:
     """The answer of :func:`alias`, with its evidence.
 
-    ``answer``: ``"no"``, ``"may"`` (extents only) or ``"must"``. ``extent_a`` / ``extent_b``:
-    each view's byte extent ``[start, stop)`` (None if empty). For ``"must"``: ``witness`` =
-    ``(index_in_a, index_in_b)``, an element position in each tensor's index space that
-    reads the same bytes, starting at byte ``shared_byte``. ``reason`` says why in words;
-    ``method`` names the step that decided; ``work`` counts the solver's candidates.
+    ``answer``: ``"no"``, ``"may"`` (extents only, or the work bounds ran out) or ``"must"``.
+    ``extent_a`` / ``extent_b``: each view's byte extent ``[start, stop)`` in its own storage
+    (None if empty). For ``"must"``: ``witness`` = ``(index_in_a, index_in_b)``, an element
+    position in each tensor's index space that reads the same bytes, starting at byte
+    ``shared_byte`` of ``a``'s storage. ``reason`` says why in words; ``method`` names the
+    step that decided; ``work`` counts the solver's candidates.
     ``bool(report)`` is True unless the answer is ``"no"``.
     """
 
@@ -235,7 +267,8 @@ class _TooHard(Exception):
     """The solver used up its work budget (the caller falls back to enumeration)."""
 
 
-def alias(a, b, exact: bool = True, max_work: int = 20_000) -> AliasReport:
+def alias(a, b, exact: bool = True, max_work: int = 20_000,
+          max_enumerate: int = 1 << 22) -> AliasReport:
     """Do tensors ``a`` and ``b`` share bytes? See the module docstring for the answers and
     what each costs. ``a`` and ``b`` may also be :class:`Layout` objects."""
     la, lb = _as_layout(a), _as_layout(b)
@@ -244,39 +277,64 @@ def alias(a, b, exact: bool = True, max_work: int = 20_000) -> AliasReport:
     def report(answer, reason, method, **kw):
         return AliasReport(answer, exact, reason, method, ea, eb, layouts=(la, lb), **kw)
 
-    if la.storage != lb.storage:
-        return report("no", f"different storages (#{la.storage} and #{lb.storage})", "storage")
+    different = la.storage != lb.storage
+    if different and (la.address is None or lb.address is None or not _buffers_overlap(la, lb)):
+        return report("no", f"different storages (#{la.storage} and #{lb.storage}) over different "
+                            "bytes", "storage")
     if ea is None or eb is None:
         return report("no", "an empty tensor touches no bytes", "empty")
-    if ea[1] <= eb[0] or eb[1] <= ea[0]:
-        return report("no", "their byte extents are disjoint", "extent")
+    sa, sb, shift = la, lb, 0  # the layouts compared, and a's storage start in their frame (bytes)
+    if different:
+        origin = min(la.address, lb.address)  # two storages over one buffer: compare addresses
+        sa, sb, shift = la.in_bytes(origin), lb.in_bytes(origin), la.address - origin
+        ea_, eb_ = sa.byte_extent(), sb.byte_extent()
+        shared = f"storages #{la.storage} and #{lb.storage} share a buffer; "
+    else:
+        ea_, eb_, shared = ea, eb, ""
+    if ea_[1] <= eb_[0] or eb_[1] <= ea_[0]:
+        return report("no", shared + "their byte extents are disjoint", "extent")
     if not exact:
-        return report("may", "same storage and overlapping byte extents", "extent")
-    if la.itemsize != lb.itemsize:
+        return report("may", shared + "overlapping byte extents", "extent")
+    if sa.itemsize != sb.itemsize:
         raise ValueError("alias: views of one storage with different element sizes are not supported")
+    ndim_a, ndim_b = len(la.shape), len(lb.shape)
 
     def must(ia, ib, method, reason, work=0):
-        return report("must", reason, method, witness=(ia, ib),
-                      shared_byte=_address(la, ia) * la.itemsize, work=work)
+        ia, ib = tuple(ia), tuple(ib)
+        byte = _address(sa, ia) * sa.itemsize - shift
+        return report("must", shared + reason, method, witness=(ia[:ndim_a], ib[:ndim_b]),
+                      shared_byte=byte, work=work)
 
-    if la.offset == lb.offset:
-        return must((0,) * len(la.shape), (0,) * len(lb.shape), "offset",
-                    "both start at the same element")
-    ta, tb = la.terms(), lb.terms()
-    diff = lb.offset - la.offset
+    if sa.offset == sb.offset:
+        return must((0,) * len(sa.shape), (0,) * len(sb.shape), "offset", "both start at the same element")
+    ta, tb = sa.terms(), sb.terms()
+    diff = sb.offset - sa.offset
     g = math.gcd(*(s for s, _, _ in ta + tb)) if ta or tb else 0
     if g == 0 or diff % g:
-        return report("no", f"the start addresses differ by {diff} elements, not a multiple of "
-                            f"gcd(strides) = {g}", "gcd")
+        return report("no", shared + f"the start addresses differ by {diff} elements, not a multiple "
+                                     f"of gcd(strides) = {g}", "gcd")
     try:
         found, work = _solve(ta, tb, diff, max_work)
     except _TooHard:
-        return _enumerate(la, lb, report, must)
+        ma, mb = sa.moving(), sb.moving()
+        if ma.numel + mb.numel > max_enumerate:
+            return report("may", shared + f"undecided: the solver tried max_work={max_work} candidates "
+                                 f"and enumerating {ma.numel} + {mb.numel} addresses is past "
+                                 f"max_enumerate={max_enumerate}; raise them for an exact answer",
+                          "budget", work=max_work)
+        return _enumerate(sa, sb, report, must)
     if found is None:
-        return report("no", "no index pair reaches the same address (exact solver)", "solver", work=work)
-    ia = tuple(found[0].get(d, 0) for d in range(len(la.shape)))
-    ib = tuple(found[1].get(d, 0) for d in range(len(lb.shape)))
+        return report("no", shared + "no index pair reaches the same address (exact solver)", "solver",
+                      work=work)
+    ia = tuple(found[0].get(d, 0) for d in range(len(sa.shape)))
+    ib = tuple(found[1].get(d, 0) for d in range(len(sb.shape)))
     return must(ia, ib, "solver", "an index pair reaches the same address (exact solver)", work)
+
+
+def _buffers_overlap(la: Layout, lb: Layout) -> bool:
+    """Do the two storages' buffers share a byte of memory?"""
+    return (la.address < lb.address + lb.storage_size * lb.itemsize
+            and lb.address < la.address + la.storage_size * la.itemsize)
 
 
 def _address(lay: Layout, index) -> int:
@@ -284,17 +342,25 @@ def _address(lay: Layout, index) -> int:
 
 
 def _enumerate(la: Layout, lb: Layout, report, must) -> AliasReport:
-    """Intersect the two address sets (each clipped to the other's extent) with numpy."""
-    aa, ab = la.addresses().ravel(), lb.addresses().ravel()
+    """Intersect the two address sets (each clipped to the other's extent) with numpy; the
+    dimensions that do not move are left out (they repeat addresses), then put back at 0."""
+    ma, mb = la.moving(), lb.moving()
+    aa, ab = ma.addresses().ravel(), mb.addresses().ravel()
     (alo, ahi), (blo, bhi) = la.extent(), lb.extent()
     ka = np.flatnonzero((aa >= blo) & (aa <= bhi))
     kb = np.flatnonzero((ab >= alo) & (ab <= ahi))
     common, ia, ib = np.intersect1d(aa[ka], ab[kb], return_indices=True)
     if common.size == 0:
         return report("no", "no shared address (enumerated both views)", "enumeration")
-    pa = tuple(int(i) for i in np.unravel_index(ka[ia[0]], la.shape))
-    pb = tuple(int(i) for i in np.unravel_index(kb[ib[0]], lb.shape))
-    return must(pa, pb, "enumeration", "a shared address (enumerated both views)")
+
+    def position(lay, moving, k):
+        index = [0] * len(lay.shape)
+        for (_, _, d), i in zip(lay.terms(), np.unravel_index(k, moving.shape)):
+            index[d] = int(i)
+        return tuple(index)
+
+    return must(position(la, ma, ka[ia[0]]), position(lb, mb, kb[ib[0]]), "enumeration",
+                "a shared address (enumerated both views)")
 
 
 # -- the bounded Diophantine solver ----------------------------------------------------------
@@ -307,9 +373,15 @@ def _solve(ta, tb, diff: int, max_work: int):
     """
     terms = [(s, n, ("a", d)) for s, n, d in ta] + [(-s, n, ("b", d)) for s, n, d in tb]
     E = diff + sum(-c * (n - 1) for c, n, _ in terms if c < 0)
-    order = sorted(terms, key=lambda t: -abs(t[0]))
-    coef = [abs(c) for c, _, _ in order]
-    upper = [n - 1 for _, n, _ in order]
+    # unknowns with the same |c| merge into one: c*y1 + c*y2 = c*(y1 + y2), and every sum in
+    # [0, u1 + u2] splits back into y1, y2 in range (a view and its copy at an offset, the
+    # two halves of one tensor: without merging, the search is the product of their sizes)
+    groups: dict[int, list] = {}
+    for c, n, key in terms:
+        groups.setdefault(abs(c), []).append((c, n, key))
+    order = sorted(groups.items(), key=lambda g: -g[0])
+    coef = [c for c, _ in order]
+    upper = [sum(n - 1 for _, n, _ in members) for _, members in order]
     m = len(order)
     reach = [0] * (m + 1)  # reach[k]: the largest sum dims k.. can make
     gcds = [0] * (m + 1)  # gcds[k]: every sum of dims k.. is a multiple of this
@@ -352,8 +424,11 @@ def _solve(ta, tb, diff: int, max_work: int):
     if ys is None:
         return None, work
     index = {"a": {}, "b": {}}  # dim -> index; dims that do not move stay at 0
-    for (c, n, (who, d)), y in zip(order, ys):
-        index[who][d] = y if c > 0 else (n - 1) - y
+    for (_, members), total in zip(order, ys):
+        for c, n, (who, d) in reversed(members):  # split the merged unknown back: the first
+            y = min(total, n - 1)                    # members keep the smallest values
+            total -= y
+            index[who][d] = y if c > 0 else (n - 1) - y
     return (index["a"], index["b"]), work
 
 

@@ -4,7 +4,7 @@
 (a forward pass, usually followed by ``backward()``) and decides, for every forward op,
 whether its result could be written into the bytes of one of its inputs instead of new
 bytes — ``a = h + 1`` becoming ``h.add_(1)``. It is a pure function of the trace's events
-(op events, tensor events, alloc/free events); nothing is re-run.
+(op events, tensor events, alloc/free events, reads); nothing is re-run.
 
 **The rules** (an op passes only if all hold; the first that fails is the reason given):
 
@@ -26,7 +26,9 @@ bytes — ``a = h + 1`` becoming ``h.add_(1)``. It is a pure function of the tra
 6. No later use of the input's bytes: no other node saved them for backward (a saved
    tensor is a use during backward), no later op reads them (directly or through another
    view of the same storage), and they are not still alive when the trace ends (returned
-   to, or kept by, the caller).
+   to, or kept by, the caller). Reads that are not ops count too: ``item()``,
+   ``tolist()`` and ``numpy()`` record ``read`` events, and an array ``numpy()`` handed
+   out over the bytes themselves reads them until it is dropped.
 
 Decisions are made greedily in program order, and each accepted rewrite changes what the
 program saves from then on (an in-place op's saved output is now the overwritten storage),
@@ -142,6 +144,7 @@ def inplace_plan(trace) -> InplacePlan:
         return storages[sid]
 
     ops = []
+    exported: dict[int, list[int]] = {}  # storage -> steps of numpy() arrays over it still alive
     for e in events:
         kind = e["kind"]
         if kind == "tensor":
@@ -151,6 +154,16 @@ def inplace_plan(trace) -> InplacePlan:
             s.nbytes, s.alloc = e["nbytes"], e["step"]
         elif kind == "free":
             storage(e["storage"]).free = e["step"]
+        elif kind == "read":
+            storage(e["storage"]).reads.append((e["step"], f"{e['how']}()", e["tensor"]))
+            if e.get("copy") is False:
+                exported.setdefault(e["storage"], []).append(e["step"])
+        elif kind == "refcount" and e["delta"] < 0 and e.get("holder") == _EXPORT_HOLDER:
+            made = exported.get(e["storage"])
+            if made:  # the array is dropped: up to now anything could have read the bytes through it
+                storage(e["storage"]).reads.append(
+                    (e["step"], f"the array numpy() returned at step {made.pop(0)} (it shares the "
+                                "bytes until it is dropped)", None))
         elif kind == "op":
             ins = e.get("input_storages") or [tensors[t]["storage"] for t in e["inputs"]]
             for tid, sid in zip(e["inputs"], ins):
@@ -192,6 +205,7 @@ def _rewrite_saves(e, overwritten: int, out_sid: int, storages) -> None:
 
 
 _SAVES_OUTPUT = {"Relu", "Exp", "Sigmoid", "Tanh", "Sqrt"}
+_EXPORT_HOLDER = "a numpy array from .numpy()"  # how refcount events name a numpy() array's reference
 
 
 def _decide(index, e, ins, out_sid, tensors, storages) -> Decision:
@@ -253,7 +267,8 @@ def _refusal(e, p, ins, o, tensors, storages) -> str | None:
                     "overwriting it would corrupt that gradient")
     for step, op, reader in s.reads:
         if step > e["step"]:
-            via = "" if reader == tid else f" through t{reader}, another view of storage #{sid},"
+            via = ("" if reader in (tid, None) else
+                   f" through t{reader}, another view of storage #{sid},")
             return f"t{tid} is read again{via} by {op} at step {step}"
     if s.free is None:
         return (f"t{tid}'s storage #{sid} is still alive when the trace ends (returned to, or kept "

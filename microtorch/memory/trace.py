@@ -29,6 +29,9 @@ tested headless.
   and death step, nbytes, tag, allocator (the input of liveness pictures);
   ``tr.live_bytes()`` the live-bytes curve and ``tr.peak()`` → ``(bytes, step)``.
 * ``tr.mark(label, **fields)`` puts your own marker event in the trace.
+* ``tr.save(path)`` writes plain JSON tagged ``"format": "microtorch-trace/1"``;
+  ``Trace.load(path)`` checks the file against :mod:`microtorch.memory.trace_schema` (version,
+  fields of each event kind, allocation and reference-count bookkeeping) before returning it.
 
 **Before recording started.** Entering ``mt.trace()`` first records a ``baseline`` event:
 the live blocks of every allocator, the storages using them (found through each block's
@@ -45,6 +48,8 @@ import itertools
 import json
 from pathlib import Path
 from typing import Iterator
+
+from . import trace_schema
 
 active: "Trace | None" = None
 
@@ -85,6 +90,9 @@ KINDS = {
                 "alloc_block fields plus storage), storages (storage, nbytes, dtype, tag, "
                 "allocator, block, refcount, stale), node_records {live, top}",
     "mark": "a marker put in the trace with tr.mark(label, **fields): label, plus those fields",
+    "read": "a tensor's values were read outside an op: tensor, storage, how ('item', 'tolist' or "
+            "'numpy'), copy (False: numpy() handed out an array over the bytes themselves, which reads "
+            "them for as long as it lives — until its reference is dropped)",
 }
 
 _tensor_ids = itertools.count(1)
@@ -95,6 +103,14 @@ def emit(kind: str, **fields) -> None:
     """Record an event if a recorder is active (allocators call this; hot paths inline the check)."""
     if active is not None:
         active.emit(kind, **fields)
+
+
+def read(t, how: str, copy: bool = True) -> None:
+    """Record that ``t``'s values left the engine through ``how`` (``item``, ``tolist``,
+    ``numpy``): a read no op event shows, which in-place analysis must respect."""
+    rec = active
+    if rec is not None:
+        rec.emit("read", tensor=rec.tensor(t), storage=t._storage.id, how=how, copy=copy)
 
 
 def tensor_id(t) -> int:
@@ -222,17 +238,29 @@ class Trace:
 
     # -- saving --------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        """Write the events as JSON (no pickle: a trace file is plain data)."""
-        Path(path).write_text(json.dumps({"format": "microtorch-trace/1", "events": self.events}))
+        """Write the events as JSON (no pickle: a trace file is plain data), tagged with the
+        trace format version (``"format": "microtorch-trace/1"``)."""
+        doc = {"format": f"{trace_schema.FORMAT}{trace_schema.VERSIONS[-1]}", "events": self.events}
+        Path(path).write_text(json.dumps(doc))
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
-        # JSON object keys are strings; the only int-keyed dicts in events map node ids to
-        # counts ("pending"), so digit keys become ints again and the trace loads back unchanged
-        doc = json.loads(Path(path).read_text(), object_pairs_hook=_int_keys)
-        if doc.get("format") != "microtorch-trace/1":
-            raise ValueError(f"{path} is not a microtorch trace file (format={doc.get('format')!r})")
-        return cls(doc["events"])
+        """Read a trace written by :meth:`save`, checked before anything replays it: a file that
+        is not JSON, of a format version this microtorch does not read, with a malformed event
+        or with events missing (an alloc removed, a count that does not add up) raises
+        :class:`~microtorch.memory.trace_schema.TraceFormatError` naming the first bad event."""
+        where = str(path)
+        try:
+            # JSON object keys are strings; the only int-keyed dicts in events map node ids to
+            # counts ("pending"), so digit keys become ints again and the trace loads back unchanged
+            doc = json.loads(Path(path).read_bytes(), object_pairs_hook=_int_keys)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise trace_schema.TraceFormatError(
+                f"{where} is not a microtorch trace file: it is not JSON ({e}); "
+                "trace files are written by tr.save(path)") from None
+        events = trace_schema.check_document(doc, where)
+        trace_schema.check_events(events, KINDS, where)
+        return cls(events)
 
 
 def _int_keys(pairs) -> dict:

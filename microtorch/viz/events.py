@@ -244,6 +244,10 @@ def describe_event(trace, i: int) -> str:
         return (f"what was live when recording (re)started: {len(e.get('storages', []))} storages "
                 f"in {len(e.get('blocks', []))} blocks of {len(e.get('allocators', []))} allocators, "
                 f"{e.get('live_bytes', 0)} bytes live in all")
+    if kind == "read":
+        how = ("an array over the same bytes (it reads them until it is dropped)"
+               if e.get("copy") is False else "a copy of its values")
+        return f"{T(e['tensor'])} read by .{e['how']}() from storage #{e['storage']}: {how}"
     if kind == "mark":
         extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("kind", "step", "label"))
         return f"mark: {e.get('label', '')}" + (f" ({extra})" if extra else "")
