@@ -13,8 +13,8 @@ overlap share a row (greedy interval partitioning — the same packing a memory 
 does: the number of rows is the most storages ever live at once).
 
 Bottom: live bytes after every event (:meth:`~microtorch.Trace.live_bytes`), the peak
-marked (:meth:`~microtorch.Trace.peak`), and the value at ``t``. A vertical line marks
-``t`` in both.
+marked (:meth:`~microtorch.Trace.peak`), and the value at ``t`` (a dot on the curve, the
+number above it). A vertical line marks ``t`` in both.
 
 ``render(trace, t)`` returns a :class:`~microtorch.viz.figure.PanelFigure` whose ``facts``
 (:class:`LivenessFacts`) holds the bars, the curve and the peak; ``describe(trace, t)``
@@ -211,8 +211,6 @@ class LivenessPainter(Painter):
                          fontsize=8.5, color=palette.color("ready"), fontweight="bold")
         self.cursors = [a.axvline(0, color="black", linewidth=1.2, zorder=6) for a in (ax, ax2)]
         self.now_dot, = ax2.plot([0], [0], marker="o", color="black", markersize=5, linestyle="none", zorder=7)
-        self.now_text = ax2.text(0, 0, "", fontsize=8.5, ha="left", va="bottom", zorder=7,
-                                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.5))
         self.title = fig.suptitle("", fontsize=12, fontweight="bold", y=1 - 0.1 / h, va="top")
         handles = [Patch(facecolor=palette.fill(k), edgecolor=palette.color(k), hatch=palette.hatch(k) or None,
                          label=palette.label(k)) for k in KINDS if k in by_kind]
@@ -231,8 +229,8 @@ class LivenessPainter(Painter):
         return facts_text(f)
 
     def dynamic_artists(self) -> list:
-        return [*self.sizes.texts, *self.bar_colls.values(), *self.cursors, self.now_dot, self.now_text, self.title,
-                *titles(self.ax)]
+        return [*self.sizes.texts, *self.bar_colls.values(), *self.cursors, self.now_dot, self.title,
+                *titles(self.ax), *titles(self.ax2)]
 
     def update(self, f: LivenessFacts) -> None:
         t = max(f.t, 0)
@@ -250,10 +248,9 @@ class LivenessPainter(Painter):
         for c in self.cursors:
             c.set_xdata([t, t])
         self.now_dot.set_data([t], [f.now_bytes])
-        left = t < 0.75 * self._x1
-        self.now_text.set_position((t + (0.012 if left else -0.012) * self._x1, f.now_bytes))
-        self.now_text.set_text(f"now {fmt_bytes(f.now_bytes)}")
-        self.now_text.set_ha("left" if left else "right")
+        # the value at t above the curve, not on it: on the curve it would cover the peak's label
+        self.ax2.set_title(f"live bytes now (●): {fmt_bytes(f.now_bytes)}", loc="left", fontsize=9,
+                           fontweight="normal", y=1.0, pad=3)
         self.title.set_text(f"Storage lifetimes · {f.when}")
         self.ax.set_title(f"{len(f.live_now)} of {len(f.bars)} storages live at t (solid) · bar height: size",
                           loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from . import palette
 from .events import clamp_step, step_label
-from .figure import DEFAULT_WIDTH, Painter, TextPool, byte_ticks, new_figure, titles
+from .figure import DEFAULT_WIDTH, Painter, TextPool, byte_ticks, first_that_fits, new_figure, titles
 from .timeline import as_trace, fmt_bytes, timeline
 
 
@@ -244,10 +244,13 @@ class PoolPainter(Painter):
             for rect, r in zip(requested.patches, p.rows):
                 rect.set_width(r.requested)
                 rect.set_visible(r.requested > 0)
-            ax_b.set_title(f"{name} (epoch {p.epoch}): {p.total('in_use')} in use, {p.total('free')} free, "
-                           f"{p.total('held')} held", loc="left", fontsize=10, y=1.0, pad=6)
-            ax_y.set_title(f"{fmt_bytes(p.requested)} requested / {fmt_bytes(p.reserved)} reserved: "
-                           f"{p.fragmentation:.0%} lost", loc="left", fontsize=10, y=1.0, pad=6)
+            counts = f"{p.total('in_use')} in use, {p.total('free')} free, {p.total('held')} held"
+            ax_b.set_title(first_that_fits(ax_b, [f"{name} (epoch {p.epoch}): {counts}", f"{name}: {counts}",
+                                                  counts], 10), loc="left", fontsize=10, y=1.0, pad=6)
+            req, res, lost = fmt_bytes(p.requested), fmt_bytes(p.reserved), f"{p.fragmentation:.0%} lost"
+            ax_y.set_title(first_that_fits(ax_y, [f"{req} requested / {res} reserved: {lost}",
+                                                  f"{req} / {res} reserved: {lost}", f"{req} / {res}: {lost}"],
+                                           10), loc="left", fontsize=10, y=1.0, pad=6)
             pad = 0.01 * ax_y.get_xlim()[1]  # (SVG collapses a leading space: move the text instead)
             self.percent[name].show([(r.reserved + pad, y, f"{r.fragmentation:.0%}")
                                      for y, r in enumerate(p.rows) if r.reserved])
