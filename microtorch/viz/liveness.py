@@ -29,8 +29,8 @@ import numpy as np
 
 from . import palette
 from .events import clamp_step, step_label
-from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, label_margin, new_figure, points_per_unit,
-                     text_fits, titles)
+from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, first_that_fits, label_margin, legend_columns,
+                     new_figure, points_per_unit, text_fits, titles)
 from .timeline import as_trace, fmt_bytes, lanes, timeline
 
 MAX_ROWS = 40
@@ -154,7 +154,7 @@ class LivenessPainter(Painter):
         self.fig = fig = new_figure(width, top_h + gantt_h + gap + curve_h + bottom_h)
         h = fig.get_figheight()
         gantt_h = h - top_h - gap - curve_h - bottom_h  # after the height bounds
-        left = label_margin([] if f.shared_rows else [b.label for b in f.bars], 8, width, lo=0.1)
+        left = label_margin([] if f.shared_rows else [b.label for b in f.bars], 8, width, lo=0.95 / width)
         w = 0.96 - left
         self.ax = ax = fig.add_axes((left, (bottom_h + curve_h + gap) / h, w, gantt_h / h))
         self.ax2 = ax2 = fig.add_axes((left, bottom_h / h, w, curve_h / h), sharex=ax)
@@ -216,7 +216,8 @@ class LivenessPainter(Painter):
                          label=palette.label(k)) for k in KINDS if k in by_kind]
         handles += [Line2D([0], [0], color="black", linewidth=1.2, label="now (t)"),
                     Line2D([0], [0], marker="v", color=palette.color("ready"), linestyle="none", label="peak")]
-        fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), frameon=False, fontsize=8.5,
+        fig.legend(handles=handles, loc="lower center", frameon=False, fontsize=8.5,
+                   ncol=legend_columns([hd.get_label() for hd in handles], width),
                    handlelength=1.6, columnspacing=1.2, bbox_to_anchor=(0.5, 0.0))
         self._x1 = x1
         self._label_sizes = not f.shared_rows
@@ -252,7 +253,8 @@ class LivenessPainter(Painter):
         self.ax2.set_title(f"live bytes now (●): {fmt_bytes(f.now_bytes)}", loc="left", fontsize=9,
                            fontweight="normal", y=1.0, pad=3)
         self.title.set_text(f"Storage lifetimes · {f.when}")
-        self.ax.set_title(f"{len(f.live_now)} of {len(f.bars)} storages live at t (solid) · bar height: size",
+        live = f"{len(f.live_now)} of {len(f.bars)} storages live at t"
+        self.ax.set_title(first_that_fits(self.ax, [f"{live} (solid) · bar height: size", live], 9.5, bold=False),
                           loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
 
 

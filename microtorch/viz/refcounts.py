@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 from . import palette
 from .events import clamp_step, index, step_label
-from .figure import DEFAULT_WIDTH, Painter, TextPool, label_margin, new_figure, remove_all, titles
+from .figure import (DEFAULT_WIDTH, Painter, TextPool, first_that_fits, label_margin, legend_columns, new_figure,
+                     remove_all, titles)
 
 HOLDERS_FONT = 8
 from .timeline import as_trace, lanes, timeline
@@ -317,7 +318,8 @@ class RefcountPainter(Painter):
             handles.append(Line2D([0], [0], linestyle="none", marker="D", color=palette.color("ready"),
                                   markersize=6, label="bytes reclaimed by arena reset"))
         handles.append(Line2D([0], [0], color="black", linewidth=1.2, label="now (t)"))
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False,
+        fig.legend(handles=handles, loc="lower center", frameon=False,
+                   ncol=legend_columns([hd.get_label() for hd in handles], width, most=4, handlelength=1.8),
                    fontsize=8.5, handlelength=1.8, columnspacing=1.2, bbox_to_anchor=(0.5, 0.0))
 
     def facts(self, t, steps=None) -> RefcountFacts:
@@ -395,7 +397,9 @@ class RefcountPainter(Painter):
         more = f" · {f.hidden} more live: see the text" if f.hidden else ""
         self.title.set_text(f"Storage refcounts · {f.when}")
         scale = f"log scale, full row = {f.max_count}" if f.log_scale else f"full row = {f.max_count}"
-        ax.set_title(f"{len(f.live)} live (thick lines) · height = refcount ({scale}){more}",
+        ax.set_title(first_that_fits(ax, [f"{len(f.live)} live (thick lines) · height = refcount ({scale}){more}",
+                                          f"{len(f.live)} live (thick lines) · height = refcount ({scale})",
+                                          f"{len(f.live)} live · height = refcount"], 9.5, bold=False),
                      loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
 
 
