@@ -1,10 +1,31 @@
 """microtorch: a compact reverse-mode autograd engine whose memory machinery is real.
 
-``import microtorch as mt`` gives PyTorch-like names: ``mt.tensor``, ``mt.randn``, ops
-(``mt.exp``, ``mt.matmul``, ...), ``mt.no_grad``, ``mt.grad``, ``mt.gradcheck``, and
-``mt.trace()`` to record what the engine does for the pictures in ``microtorch.viz``;
-``mt.nn`` (modules), ``mt.optim`` (optimizers over flat buffers), ``mt.data`` (datasets and
-loaders), ``mt.save``/``mt.load`` (state dicts as ``.npz``).
+``import microtorch as mt`` gives PyTorch's names. ``help(mt)`` lists every one of them
+(``mt.__all__``); ``help(mt.exp)``, ``mt.show_source(mt.exp)`` show one.
+
+* **Tensors**: ``Tensor``; made by ``tensor``, ``from_numpy``, ``zeros``, ``ones``, ``full``,
+  ``empty``, ``eye``, ``arange``, ``linspace``, ``rand``, ``randn``, ``randint``,
+  ``randperm`` and their ``*_like`` forms; random numbers from ``manual_seed`` /
+  ``Generator``; dtypes ``float32`` (``float``), ``float64`` (``double``), ``float16``,
+  ``int32``, ``int64`` (``long``), ``bool``.
+* **Ops** (each with its backward next to its forward, in ``microtorch/functions/``):
+  elementwise ``add sub mul div neg pow exp log sqrt abs tanh sigmoid relu clamp maximum
+  minimum where clone``; reductions ``sum mean var max min amax amin``; shapes and views
+  ``reshape view flatten permute transpose squeeze unsqueeze expand broadcast_to cat stack
+  index as_strided diagonal``; ``matmul``; ``softmax log_softmax mse_loss nll_loss
+  cross_entropy``; ``logical_and logical_or logical_not``; ``unbroadcast`` (the sum that
+  undoes a broadcast, what every broadcasting op's backward uses).
+* **Autograd**: ``backward``, ``grad``, ``no_grad`` / ``enable_grad`` /
+  ``set_grad_enabled`` / ``is_grad_enabled``, ``Function`` (write your own op),
+  ``gradcheck`` (against central differences; ``GradcheckError``).
+* **Recording**: ``with mt.trace() as tr:`` records what the engine does as events
+  (a :class:`Trace`): the pictures of ``mt.viz`` replay it.
+* **Subpackages**: ``mt.nn`` (modules), ``mt.optim`` (optimizers over flat buffers),
+  ``mt.data`` (datasets and loaders), ``mt.memory`` (storages, the pool, arenas, alias
+  analysis, in-place planning), ``mt.dtypes``; ``mt.viz`` (pictures and the step-through
+  player) and ``mt.exercises`` (the notebooks' checkers) load on first use.
+* **Files and code**: ``save`` / ``load`` (state dicts as ``.npz``), ``show_source``.
+
 Importing microtorch loads numpy only: no matplotlib, graphviz or ipywidgets.
 """
 from .tensor import Tensor  # first: binding its operator methods imports the ops
@@ -36,11 +57,40 @@ bool = bool_  # noqa: A001 — PyTorch's name (mt.bool)
 
 __version__ = "0.1.0"
 
+#: The public names (what ``help(mt)`` documents and ``from microtorch import *`` binds).
+__all__ = [
+    # tensors, dtypes, random numbers
+    "Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "empty", "eye", "arange", "linspace", "rand",
+    "randn", "randint", "randperm", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+    "Generator", "default_generator", "manual_seed",
+    "float32", "float", "float64", "double", "float16", "int32", "int64", "long", "bool", "bool_",
+    # ops
+    "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "clamp",
+    "maximum", "minimum", "where", "clone", "sum", "mean", "var", "max", "min", "amax", "amin", "reshape",
+    "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "broadcast_to", "cat",
+    "stack", "index", "as_strided", "diagonal", "matmul", "softmax", "log_softmax", "mse_loss", "nll_loss",
+    "cross_entropy", "logical_and", "logical_or", "logical_not", "unbroadcast",
+    # autograd
+    "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Function",
+    "gradcheck", "GradcheckError",
+    # recording, files, code
+    "trace", "Trace", "save", "load", "show_source",
+    # subpackages
+    "nn", "optim", "data", "memory", "dtypes",
+]
+
+_LAZY = ("viz", "exercises")  # imported on first use: the pictures import ipywidgets/graphviz
+
 
 def __getattr__(name: str):
     # mt.viz (pictures: imports ipywidgets/graphviz when used) and mt.exercises load on first use
-    if name in ("viz", "exercises"):
+    if name in _LAZY:
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'microtorch' has no attribute {name!r}")
+
+
+def __dir__():
+    # tab completion offers the public names and the lazy subpackages (not the engine's modules)
+    return sorted(set(__all__) | set(_LAZY) | {"__version__"})

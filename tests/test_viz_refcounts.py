@@ -28,7 +28,9 @@ def test_values_at_t_equal_the_recorders_refcounts(tr):
     for t in range(len(tr)):
         f = painter.draw(t).facts
         state = tr.state_at(t)
-        assert {sid: c for sid, _, c, _ in f.live} == state.refcounts
+        drawn = {ln.storage for r in f.rows for ln in r.lines}
+        assert {sid: c for sid, _, c, _ in f.live} == {s: c for s, c in state.refcounts.items() if s in drawn}
+        assert f.untouched == len(set(state.refcounts) - drawn)
         for row in f.rows:
             if row.value is not None:
                 assert row.value == state.refcounts[row.current.storage]
@@ -106,3 +108,89 @@ def test_flat_parameter_buffers_use_a_log_scale():
     f = refcounts.refcount_facts(tr, None)
     if f.max_count > 4:
         assert f.log_scale and 0 < f.height(1) < f.height(2) < f.height(f.max_count) == 1
+
+
+@pytest.fixture(scope="module")
+def tr_after_others():
+    """A program recorded after other tensors were made and left alive (as in a notebook's
+    later cells): those are in the trace's baseline, but the program never touches them."""
+    mt.manual_seed(1)
+    bystanders = [mt.randn(5) for _ in range(6)] + [mt.randn(3) * 2]
+    w = mt.randn(4, requires_grad=True)
+    w.name = "w"
+    with mt.trace() as tr:
+        b = w * 2
+        b.name = "b"
+        v = b[1:3]
+        v.name = "v"
+        ((b * b).sum() + (v * 3).sum()).backward()
+    tr.bystanders = bystanders  # keep them alive with the trace
+    return tr
+
+
+def test_only_storages_the_program_touched_get_rows(tr_after_others):
+    tr = tr_after_others
+    bystander_ids = {t._storage.id for t in tr.bystanders}
+    baseline = {s["storage"] for s in tr.events[0]["storages"]}
+    assert bystander_ids <= baseline  # they were alive when recording started
+    for t in range(len(tr)):
+        f = refcounts.refcount_facts(tr, t)
+        drawn = {ln.storage for r in f.rows for ln in r.lines}
+        assert not drawn & bystander_ids
+        assert not {sid for sid, *_ in f.live} & bystander_ids
+        assert f.untouched >= len(bystander_ids)
+    assert f"{f.untouched} other storage(s) were alive but nothing in the trace used them" in refcounts.describe(tr)
+    # every storage an event of the program names is drawn
+    touched = set()
+    for e in tr.events[1:]:
+        if e["kind"] in ("alloc", "free", "refcount", "tensor"):
+            touched.add(e["storage"])
+        if e["kind"] == "op":
+            touched.update(e["input_storages"], e["saved"], [e["output_storage"]])
+    assert touched == {ln.storage for r in refcounts.refcount_facts(tr).rows for ln in r.lines}
+
+
+def test_every_row_is_named(tr_after_others):
+    import re
+
+    fig = refcounts.render(tr_after_others, None)
+    for r in fig.facts.rows:
+        assert not re.fullmatch(r"#\d+", r.label.strip()), r.label
+    shown = {t.get_text() for t in fig.axes[0].texts if t.get_visible()}
+    assert {r.label for r in fig.facts.rows} <= shown
+
+
+def test_the_picture_names_who_holds_each_reference(tr_after_others):
+    tr = tr_after_others
+    painter = refcounts.RefcountPainter(tr)
+    t = next(i for i, e in enumerate(tr.events) if e["kind"] == "backward")
+    fig = painter.draw(t)
+    state = tr.state_at(t)
+    printed = [x.get_text() for x in painter.holders.texts if x.get_visible()]
+    live_rows = [r for r in fig.facts.rows if r.value is not None]
+    assert len(printed) == len([r for r in live_rows if r.holders])
+    for r in live_rows:  # as many holders as references, each named as the events name it
+        assert len(r.holders) == state.refcounts[r.current.storage]
+    b_row = next(r for r in live_rows if r.current.label.startswith(f"#{r.current.storage} b"))
+    assert "b" in b_row.holders and "v" in b_row.holders  # a view holds its base's storage
+    assert any(h.endswith("Backward") for h in b_row.holders)  # Mul saved b for backward
+    words = refcounts.holders_words(b_row.holders)
+    assert words in printed or any(p.endswith("…") and words.startswith(p[:-1]) for p in printed)
+    assert refcounts.holders_words(["x", "MulBackward", "MulBackward"]) == "x, 2× MulBackward"
+
+
+def test_legend_lists_only_what_occurs(tr_after_others, tr):
+    def legend(fig):
+        return [t.get_text() for t in fig.legends[0].get_texts()]
+
+    no_arena = legend(refcounts.render(tr_after_others))
+    assert "bytes reclaimed by arena reset" not in no_arena
+    assert "freed: count reached 0" in no_arena  # backward freed its temporaries
+    kinds = {ln.kind for r in refcounts.refcount_facts(tr_after_others).rows for ln in r.lines}
+    from microtorch.viz import palette
+    assert {palette.label(k) for k in kinds} <= set(no_arena)
+    assert not {palette.label(k) for k in ("parameter", "activation", "gradient", "data") if k not in kinds} \
+        & set(no_arena)
+    with mt.trace() as empty:
+        pass
+    assert legend(refcounts.render(empty)) == ["now (t)"]

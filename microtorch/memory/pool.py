@@ -10,12 +10,19 @@ the next request of that class reuses it — no new memory, no page faults.
 A request of n bytes lands in the smallest class c ≥ n; the class below is c − 2ᵏ/m < n,
 so the waste c − n < 2ᵏ/m, and since c > 2ᵏ the wasted fraction is below 1/(m + 1):
 *internal fragmentation < 1/9 ≈ 11.1 % ≤ 12.5 %* for every request from 64 B to 1 MiB
-(tcmalloc's bound). With jemalloc's m = 4 classes per doubling the same argument gives
+(the ≤ 12.5 % target, tcmalloc's figure). With jemalloc's m = 4 classes per doubling the same argument gives
 1/5 = 20 %. Requests under 64 B get a 64-byte block (one cache line), so the bound is
 stated from 64 B up. Slabs are 64-byte aligned; blocks inside them sit at multiples of
 their class size, which is always a multiple of 8 — enough for any dtype.
 
 Requests above ``max_block`` are served directly — one buffer each, returned on free.
+
+**Not PyTorch's caching allocator.** PyTorch's CUDA caching allocator is a different design:
+it rounds requests up to multiples of 512 B, caches freed blocks in a small-block pool
+(≤ 1 MB) and a large-block pool, serves a request from the best-fitting cached block,
+splits a block larger than needed and coalesces a freed block with its free neighbours.
+This pool has fixed classes instead: no search, no splitting, no merging, and a bound on
+the bytes rounding can waste.
 
 **Epoch-based deferred release.** With ``defer_epochs=k`` a freed block is held back until
 ``advance_epoch()`` has been called k times, so code still reading it in the current

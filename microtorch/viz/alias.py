@@ -311,6 +311,16 @@ def _draw_line(f: AliasFacts, width: float):
     return fig
 
 
+def _view_title(v, points: float, fontsize: float = 8.5) -> str:
+    """A view's name and layout over its panel: on two lines, or three if two would be wider
+    than the panel (``points``) and run into the next panel's title."""
+    la = v.layout
+    layout = f"offset {la.offset}, shape {list(la.shape)}, strides {list(la.strides)}"
+    if max(len(v.name), len(layout)) * fontsize * 0.58 <= points:
+        return f"{v.name}\n{layout}"
+    return f"{v.name}\noffset {la.offset}, shape {list(la.shape)}\nstrides {list(la.strides)}"
+
+
 def _draw_grid(f: AliasFacts, width: float):
     from matplotlib.collections import PolyCollection
 
@@ -319,7 +329,9 @@ def _draw_grid(f: AliasFacts, width: float):
     per_row = min(n, 3 if cols > 8 else 4)
     lines = math.ceil(n / per_row)
     cell_in = min(0.32, (width - 0.6) / per_row / (cols + 1))
-    panel_h = rows * cell_in + 0.75
+    panel_pt = 0.94 * width * 72 / (per_row + 0.15 * (per_row - 1))  # one panel's width (wspace 0.15)
+    view_titles = [_view_title(v, panel_pt) for v in f.views]
+    panel_h = rows * cell_in + 0.75 + 0.16 * max(0, max(t.count("\n") for t in view_titles) - 1)
     top_h, bottom_h = 0.85, 0.75
     fig = new_figure(width, top_h + lines * panel_h + bottom_h)
     h = fig.get_figheight()
@@ -365,9 +377,7 @@ def _draw_grid(f: AliasFacts, width: float):
                     r, c = divmod(a, cols)
                     ax.text(c + dx, r + 0.5, mark, ha="center", va="center", fontsize=fs * 1.9,
                             fontweight="bold", color="black")
-            la = v.layout
-            ax.set_title(f"{v.name}\noffset {la.offset}, shape {list(la.shape)}, strides {list(la.strides)}",
-                         fontsize=8.5, fontweight="normal", y=1.0, pad=4)
+            ax.set_title(view_titles[k], fontsize=8.5, fontweight="normal", y=1.0, pad=4)
         else:
             ax.add_collection(PolyCollection([box(a) for a in sorted(shared)], facecolors=palette.fill(SHARED),
                                              edgecolors=palette.color(SHARED), linewidths=1.4, hatch="////",

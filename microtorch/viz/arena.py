@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from . import palette
 from .events import clamp_step, events_of, step_label
-from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, new_figure, points_per_unit,
-                     text_fits, titles)
+from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, first_that_fits, legend_columns, new_figure,
+                     points_per_unit, text_fits, titles)
 from .timeline import NODE_RECORD_BYTES, as_trace, fmt_bytes, timeline
 
 #: Block kinds in legend order (what the bytes of a block can hold).
@@ -275,7 +275,12 @@ class ArenaPainter(Painter):
         super().__init__(trace, node_arena=node_arena, arenas=arenas)
         first = arena_facts(trace, 0 if len(trace) else None, node_arena=node_arena, arenas=arenas)
         n = len(first.strips)
-        axes_h, gap, top_h, bottom_h = 0.62, 0.78, 0.72, 1.0  # inches
+        legend_kinds = _arena_kinds(trace) or ["activation"]
+        legend_kinds += (["node record"] if node_arena else []) + ["padding", "dead", "free"]
+        legend_labels = [palette.label(k) for k in legend_kinds] + ["high water", "top: the next block goes here"]
+        ncol = legend_columns(legend_labels, width, most=5)
+        axes_h, gap, top_h = 0.62, 0.78, 0.72  # inches
+        bottom_h = 0.62 + 0.19 * -(-len(legend_labels) // ncol)  # the axis label and the legend's rows
         self.fig = fig = new_figure(width, top_h + n * axes_h + (n - 1) * gap + bottom_h)
         axes = fig.subplots(n, 1, squeeze=False)[:, 0]
         h = fig.get_figheight()
@@ -320,13 +325,12 @@ class ArenaPainter(Painter):
                            linestyle="none", zorder=5, clip_on=False)
             self.lines.append((hw, top))
         self.axes[-1].set_xlabel("byte offset (an arena's chunks laid end to end)")
-        legend_kinds = _arena_kinds(trace) or ["activation"]
-        legend_kinds += (["node record"] if node_arena else []) + ["padding", "dead", "free"]
         handles = [Patch(facecolor=palette.fill(k), edgecolor=palette.color(k) if k != "free" else "#333333",
                          hatch=palette.hatch(k) or None, label=palette.label(k)) for k in legend_kinds]
         handles.append(_line_handle("black", (0, (4, 2)), "high water"))
         handles.append(_marker_handle("top: the next block goes here"))
-        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), frameon=False,
+        fig.legend(handles=handles, loc="lower center", frameon=False,
+                   ncol=ncol,
                    fontsize=8.5, handlelength=1.6, columnspacing=1.2, bbox_to_anchor=(0.5, 0.01))
         self.title = fig.suptitle("", fontsize=12, fontweight="bold", y=1 - 0.12 / h, va="top")
 
@@ -363,7 +367,8 @@ class ArenaPainter(Painter):
             hw.set_visible(s.exists and s.high_water > 0)
             top.set_xdata([s.used])
             top.set_visible(s.exists and bool(s.chunks))
-            ax.set_title(_strip_title(s), loc="left", fontsize=10, fontweight="bold", pad=13, y=1.0)
+            ax.set_title(first_that_fits(ax, _strip_titles(s), 10), loc="left", fontsize=10, fontweight="bold",
+                         pad=13, y=1.0)
             note.show([] if s.exists else [(0.5, 0.5, "not created yet at this step")])
             scale = points_per_unit(ax)
             labels = []
@@ -405,16 +410,23 @@ def _marker_handle(label):
     return Line2D([0], [0], color="black", marker="^", linestyle="none", markersize=6, label=label)
 
 
-def _strip_title(s: Strip) -> str:
+def _strip_titles(s: Strip) -> list[str]:
+    """A strip's title, longest first, then shorter forms for narrow figures."""
     if s.what == "node arena":
         live = len(s.blocks) + s.unknown_records
-        return (f"node arena: {live} live record(s) × {NODE_RECORD_BYTES} B · top slot "
-                f"{s.used // NODE_RECORD_BYTES} · high water {s.high_water // NODE_RECORD_BYTES}")
+        top, hw = s.used // NODE_RECORD_BYTES, s.high_water // NODE_RECORD_BYTES
+        return [f"node arena: {live} live record(s) × {NODE_RECORD_BYTES} B · top slot {top} · high water {hw}",
+                f"node arena: {live} live record(s) · top slot {top} · high water {hw}",
+                f"node arena: {live} live · top {top} · high water {hw}"]
     if not s.exists:
-        return f"{s.name}"
-    return (f"{s.name}: {fmt_bytes(s.requested)} of {fmt_bytes(s.capacity)} in use "
-            f"({s.utilization:.0%} utilization) · {len(s.blocks)} block(s) · high water "
-            f"{fmt_bytes(s.high_water)} · generation {s.generation}")
+        return [f"{s.name}"]
+    used = f"{fmt_bytes(s.requested)} of {fmt_bytes(s.capacity)} in use"
+    hw = f"high water {fmt_bytes(s.high_water)}"
+    return [f"{s.name}: {used} ({s.utilization:.0%} utilization) · {len(s.blocks)} block(s) · {hw} · "
+            f"generation {s.generation}",
+            f"{s.name}: {used} ({s.utilization:.0%} utilization) · {len(s.blocks)} block(s) · {hw}",
+            f"{s.name}: {used} ({s.utilization:.0%}) · {len(s.blocks)} block(s) · {hw}",
+            f"{s.name}: {used} · {hw}", f"{s.name}: {used}"]
 
 
 def render(trace, t: int | None = None, steps=None, *, node_arena: bool = True, arenas=None,

@@ -189,7 +189,7 @@ def describe_event(trace, i: int) -> str:
                 holders.setdefault(te["storage"], ix.tensor_name(x, i) if x != out else "its result")
         keeps = (", saving " + ", ".join(f"{holders.get(st, 'a tensor')} (storage #{st})" for st in saved)
                  + " for backward") if saved else ""
-        return f"forward: {call}; recorded as node {e['node']}{keeps}"
+        return f"forward: {call}; added to the graph as node {e['node']}{keeps}"
     if kind == "backward":
         roots = ", ".join(T(r) for r in e.get("roots", [])) or "the output"
         if e.get("order") == "topo":

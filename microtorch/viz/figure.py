@@ -281,6 +281,34 @@ def byte_ticks(top: float, n: int = 6) -> tuple[list[float], list[str]]:
     return [v * unit for v in ticks], [("0" if v == 0 else f"{fmt(v)} {name}") for v in ticks]
 
 
+def first_that_fits(ax, variants, fontsize: float, bold: bool = True) -> str:
+    """The first of ``variants`` (longest first) whose longest line fits the width of ``ax``
+    at ``fontsize`` (estimated from the number of characters; no drawing needed); the last
+    one if none does. For titles whose numbers grow: they shorten instead of running past
+    the figure's edge."""
+    width = ax.get_position().width * ax.figure.get_figwidth() * 72
+    per_char = fontsize * (0.6 if bold else 0.53)  # DejaVu Sans: 0.53–0.60 bold, 0.45–0.52 regular
+    for words in variants:
+        if max(len(line) for line in words.split("\n")) * per_char <= width:
+            return words
+    return variants[-1]
+
+
+def legend_columns(labels, width: float, fontsize: float = 8.5, most: int = 6, handlelength: float = 1.6,
+                   columnspacing: float = 1.2) -> int:
+    """The most columns (up to ``most``) a figure legend of ``labels`` can have and still fit
+    a ``width``-inch figure (matplotlib fills a legend column by column)."""
+    labels = [str(x) for x in labels]
+    for n in range(min(most, len(labels)), 1, -1):
+        rows = -(-len(labels) // n)
+        columns = [labels[i:i + rows] for i in range(0, len(labels), rows)]
+        points = sum(max(len(x) for x in col) * fontsize * 0.6 + (handlelength + 0.8) * fontsize
+                     for col in columns) + (len(columns) - 1) * columnspacing * fontsize
+        if points <= 0.94 * width * 72:
+            return n
+    return 1
+
+
 def points_per_unit(ax) -> float:
     """How many points one data unit of ``ax``'s x axis is wide (from the axes' size in the
     figure: no drawing needed)."""
@@ -315,3 +343,142 @@ class TextPool:
                 t.set_visible(True)
         for t in self.texts[k:]:
             t.set_visible(False)
+
+
+# ---------------------------------------------------------------------------------------------
+# layout checks: what a reader would see as a cut word or a legend over the data
+# ---------------------------------------------------------------------------------------------
+def drawn_texts(fig) -> list:
+    """``(text, extent)`` for every text ``fig`` draws (visible, not empty), ``extent`` its
+    box in display pixels as laid out by matplotlib's renderer. Only texts actually drawn
+    count: tick labels outside the view limits, hidden texts and empty ones do not."""
+    from matplotlib.text import Text
+
+    drawn = []
+    original = Text.draw
+
+    def spy(self, renderer):
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip() and self.figure is not None:
+            drawn.append((self, self.get_window_extent(renderer)))
+
+    Text.draw = spy
+    try:
+        with rc():
+            fig.draw_without_rendering()
+    finally:
+        Text.draw = original
+    return drawn
+
+
+def _inside(inner, outer, slack: float = 0.5) -> bool:
+    return (inner.x0 >= outer.x0 - slack and inner.y0 >= outer.y0 - slack
+            and inner.x1 <= outer.x1 + slack and inner.y1 <= outer.y1 + slack)
+
+
+def clipped_texts(fig) -> list[str]:
+    """The texts of ``fig`` that are cut: partly outside the figure, or outside the box they
+    are clipped to. Each as ``"'words' runs past the right edge"``; empty when none is."""
+    problems = []
+    edge = fig.bbox
+    for text, box in drawn_texts(fig):
+        words = text.get_text().replace("\n", " ⏎ ")
+        sides = [side for side, cut in (("left", box.x0 < edge.x0 - 0.5), ("right", box.x1 > edge.x1 + 0.5),
+                                        ("bottom", box.y0 < edge.y0 - 0.5), ("top", box.y1 > edge.y1 + 0.5))
+                 if cut]
+        if sides:
+            problems.append(f"{words!r} runs past the figure's {' and '.join(sides)} edge")
+        elif text.get_clip_on() and text.get_clip_box() is not None and not _inside(box, text.get_clip_box()):
+            problems.append(f"{words!r} is cut by its axes")
+    return problems
+
+
+def _data_points(ax):
+    """Display coordinates of what ``ax`` plots: line vertices (with points along each
+    segment), scatter offsets, bar and patch corners."""
+    import numpy as np
+    from matplotlib.collections import PathCollection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    out = []
+    for a in ax.get_children():
+        if not a.get_visible():
+            continue
+        if isinstance(a, Line2D):
+            xy = np.asarray(a.get_xydata(), dtype=float)
+            if len(xy) == 0:
+                continue
+            pts = a.get_transform().transform(xy)
+            pts = pts[np.isfinite(pts).all(axis=1)]
+            if len(pts) > 1 and a.get_linestyle() not in ("None", "none", "", " "):
+                steps = np.linspace(0, 1, 24)[:, None, None]
+                pts = (pts[:-1] + steps * (pts[1:] - pts[:-1])).reshape(-1, 2)
+            out.append(pts)
+        elif isinstance(a, PathCollection) and len(a.get_offsets()):
+            out.append(a.get_offset_transform().transform(np.asarray(a.get_offsets(), dtype=float)))
+        elif isinstance(a, Rectangle) and a is not ax.patch and a.get_width() and a.get_height():
+            corners = a.get_patch_transform().transform([(0, 0), (1, 0), (1, 1), (0, 1), (0.5, 0.5)])
+            out.append(a.get_data_transform().transform(corners))
+    return np.concatenate(out) if out else np.zeros((0, 2))
+
+
+def legends_over_data(fig) -> list[str]:
+    """Legends of ``fig`` (an axes' own, or the figure's) that cover plotted data: a line,
+    a marker or a bar of an axes they overlap. Each as ``"legend 'a, b' covers data of 'title'"``."""
+    import numpy as np
+
+    drawn_texts(fig)  # lays the figure out
+    renderer = fig._get_renderer()
+    legends = [(lg, None) for lg in fig.legends] + [(ax.get_legend(), ax) for ax in fig.axes if ax.get_legend()]
+    problems = []
+    for lg, owner in legends:
+        if not lg.get_visible():
+            continue
+        box = lg.get_window_extent(renderer)
+        for ax in ([owner] if owner is not None else fig.axes):
+            clip = ax.bbox
+            pts = _data_points(ax)
+            if not len(pts):
+                continue
+            inside_axes = ((pts[:, 0] >= clip.x0) & (pts[:, 0] <= clip.x1) & (pts[:, 1] >= clip.y0)
+                           & (pts[:, 1] <= clip.y1))
+            under = ((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)
+                     & inside_axes)
+            if np.any(under):
+                names = ", ".join(t.get_text() for t in lg.get_texts())
+                where = ax.get_title() or ax.get_title(loc="left") or ax.get_ylabel() or "an axes"
+                problems.append(f"legend {names!r} covers data of {where!r}")
+    return problems
+
+
+def overlapping_texts(fig, ignore_ticks: bool = True) -> list[str]:
+    """Pairs of texts of ``fig`` drawn over each other (tick labels left out by default)."""
+    from matplotlib.axis import Tick
+
+    texts = drawn_texts(fig)
+    if ignore_ticks:
+        ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                 for tick in axis.get_major_ticks() + axis.get_minor_ticks() if isinstance(tick, Tick)
+                 for t in (tick.label1, tick.label2)}
+        texts = [(t, b) for t, b in texts if id(t) not in ticks]
+    problems = []
+    for i, (a, ba) in enumerate(texts):
+        for b, bb in texts[i + 1:]:
+            if ba.overlaps(bb) and min(ba.x1, bb.x1) - max(ba.x0, bb.x0) > 1 \
+                    and min(ba.y1, bb.y1) - max(ba.y0, bb.y0) > 1:
+                problems.append(f"{a.get_text()!r} and {b.get_text()!r} are drawn over each other")
+    return problems
+
+
+def layout_problems(fig, *, legends: bool = True, overlaps: bool = True) -> list[str]:
+    """Everything a reader would see as a broken layout in ``fig``: texts cut by the figure's
+    edge or their axes (:func:`clipped_texts`), legends over plotted data
+    (:func:`legends_over_data`), texts drawn over each other (:func:`overlapping_texts`).
+    Empty when the figure is fine; what the tests assert on."""
+    out = clipped_texts(fig)
+    if legends:
+        out += legends_over_data(fig)
+    if overlaps:
+        out += overlapping_texts(fig)
+    return out

@@ -194,5 +194,5 @@ def _headline(trace, s: GraphState) -> str:
         return describe_event(trace, s.t)
     j = next((i for i in range(s.t, -1, -1) if _is_graph_event(events[i])), None)
     if j is None:
-        return f"no graph event yet (event {s.t}: {describe_event(trace, s.t)})"
-    return f"latest graph event ({j}): {describe_event(trace, j)}"
+        return f"the graph is still empty (event {s.t}: {describe_event(trace, s.t)})"
+    return f"last change to the graph, at event {j}: {describe_event(trace, j)}"

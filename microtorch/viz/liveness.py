@@ -13,8 +13,8 @@ overlap share a row (greedy interval partitioning — the same packing a memory 
 does: the number of rows is the most storages ever live at once).
 
 Bottom: live bytes after every event (:meth:`~microtorch.Trace.live_bytes`), the peak
-marked (:meth:`~microtorch.Trace.peak`), and the value at ``t``. A vertical line marks
-``t`` in both.
+marked (:meth:`~microtorch.Trace.peak`), and the value at ``t`` (a dot on the curve, the
+number above it). A vertical line marks ``t`` in both.
 
 ``render(trace, t)`` returns a :class:`~microtorch.viz.figure.PanelFigure` whose ``facts``
 (:class:`LivenessFacts`) holds the bars, the curve and the peak; ``describe(trace, t)``
@@ -29,8 +29,8 @@ import numpy as np
 
 from . import palette
 from .events import clamp_step, step_label
-from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, label_margin, new_figure, points_per_unit,
-                     text_fits, titles)
+from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, first_that_fits, label_margin, legend_columns,
+                     new_figure, points_per_unit, text_fits, titles)
 from .timeline import as_trace, fmt_bytes, lanes, timeline
 
 MAX_ROWS = 40
@@ -154,7 +154,7 @@ class LivenessPainter(Painter):
         self.fig = fig = new_figure(width, top_h + gantt_h + gap + curve_h + bottom_h)
         h = fig.get_figheight()
         gantt_h = h - top_h - gap - curve_h - bottom_h  # after the height bounds
-        left = label_margin([] if f.shared_rows else [b.label for b in f.bars], 8, width, lo=0.1)
+        left = label_margin([] if f.shared_rows else [b.label for b in f.bars], 8, width, lo=0.95 / width)
         w = 0.96 - left
         self.ax = ax = fig.add_axes((left, (bottom_h + curve_h + gap) / h, w, gantt_h / h))
         self.ax2 = ax2 = fig.add_axes((left, bottom_h / h, w, curve_h / h), sharex=ax)
@@ -211,14 +211,13 @@ class LivenessPainter(Painter):
                          fontsize=8.5, color=palette.color("ready"), fontweight="bold")
         self.cursors = [a.axvline(0, color="black", linewidth=1.2, zorder=6) for a in (ax, ax2)]
         self.now_dot, = ax2.plot([0], [0], marker="o", color="black", markersize=5, linestyle="none", zorder=7)
-        self.now_text = ax2.text(0, 0, "", fontsize=8.5, ha="left", va="bottom", zorder=7,
-                                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.5))
         self.title = fig.suptitle("", fontsize=12, fontweight="bold", y=1 - 0.1 / h, va="top")
         handles = [Patch(facecolor=palette.fill(k), edgecolor=palette.color(k), hatch=palette.hatch(k) or None,
                          label=palette.label(k)) for k in KINDS if k in by_kind]
         handles += [Line2D([0], [0], color="black", linewidth=1.2, label="now (t)"),
                     Line2D([0], [0], marker="v", color=palette.color("ready"), linestyle="none", label="peak")]
-        fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), frameon=False, fontsize=8.5,
+        fig.legend(handles=handles, loc="lower center", frameon=False, fontsize=8.5,
+                   ncol=legend_columns([hd.get_label() for hd in handles], width),
                    handlelength=1.6, columnspacing=1.2, bbox_to_anchor=(0.5, 0.0))
         self._x1 = x1
         self._label_sizes = not f.shared_rows
@@ -231,8 +230,8 @@ class LivenessPainter(Painter):
         return facts_text(f)
 
     def dynamic_artists(self) -> list:
-        return [*self.sizes.texts, *self.bar_colls.values(), *self.cursors, self.now_dot, self.now_text, self.title,
-                *titles(self.ax)]
+        return [*self.sizes.texts, *self.bar_colls.values(), *self.cursors, self.now_dot, self.title,
+                *titles(self.ax), *titles(self.ax2)]
 
     def update(self, f: LivenessFacts) -> None:
         t = max(f.t, 0)
@@ -250,12 +249,12 @@ class LivenessPainter(Painter):
         for c in self.cursors:
             c.set_xdata([t, t])
         self.now_dot.set_data([t], [f.now_bytes])
-        left = t < 0.75 * self._x1
-        self.now_text.set_position((t + (0.012 if left else -0.012) * self._x1, f.now_bytes))
-        self.now_text.set_text(f"now {fmt_bytes(f.now_bytes)}")
-        self.now_text.set_ha("left" if left else "right")
+        # the value at t above the curve, not on it: on the curve it would cover the peak's label
+        self.ax2.set_title(f"live bytes now (●): {fmt_bytes(f.now_bytes)}", loc="left", fontsize=9,
+                           fontweight="normal", y=1.0, pad=3)
         self.title.set_text(f"Storage lifetimes · {f.when}")
-        self.ax.set_title(f"{len(f.live_now)} of {len(f.bars)} storages live at t (solid) · bar height: size",
+        live = f"{len(f.live_now)} of {len(f.bars)} storages live at t"
+        self.ax.set_title(first_that_fits(self.ax, [f"{live} (solid) · bar height: size", live], 9.5, bold=False),
                           loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
 
 

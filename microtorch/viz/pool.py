@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from . import palette
 from .events import clamp_step, step_label
-from .figure import DEFAULT_WIDTH, Painter, TextPool, byte_ticks, new_figure, titles
+from .figure import (DEFAULT_WIDTH, Painter, TextPool, byte_ticks, first_that_fits, label_margin, legend_columns,
+                     new_figure, titles)
 from .timeline import as_trace, fmt_bytes, timeline
 
 
@@ -149,7 +150,9 @@ class PoolPainter(Painter):
         height = top_h + sum(0.25 + r * row_h for r in rows) + (n - 1) * gap + bottom_h
         self.fig = fig = new_figure(width, height)
         h = fig.get_figheight()
-        gs = fig.add_gridspec(n, 2, height_ratios=[0.25 + r * row_h for r in rows], left=0.11, right=0.97,
+        # room for the class labels and the "size class" axis label on the left
+        left = label_margin([r.label for p in first.pools for r in p.rows] + ["direct"], 9, width) + 0.22 / width
+        gs = fig.add_gridspec(n, 2, height_ratios=[0.25 + r * row_h for r in rows], left=left, right=0.97,
                               top=1 - top_h / h, bottom=bottom_h / h, wspace=0.32,
                               hspace=gap / (0.25 + max(rows) * row_h))
         self.title = fig.suptitle("", fontsize=12, fontweight="bold", y=1 - 0.1 / h, va="top")
@@ -205,7 +208,8 @@ class PoolPainter(Painter):
                           label="bytes requested"),
                     Patch(facecolor="white", edgecolor="#555555", hatch=palette.hatch("padding"),
                           label="reserved, lost to rounding")]
-        fig.legend(handles=handles, loc="lower center", ncol=5, frameon=False, fontsize=8.5,
+        fig.legend(handles=handles, loc="lower center", frameon=False, fontsize=8.5,
+                   ncol=legend_columns([hd.get_label() for hd in handles], width, most=5, columnspacing=1.1),
                    handlelength=1.6, columnspacing=1.1, bbox_to_anchor=(0.5, 0.01))
 
     def facts(self, t, steps=None) -> PoolFacts:
@@ -244,10 +248,13 @@ class PoolPainter(Painter):
             for rect, r in zip(requested.patches, p.rows):
                 rect.set_width(r.requested)
                 rect.set_visible(r.requested > 0)
-            ax_b.set_title(f"{name} (epoch {p.epoch}): {p.total('in_use')} in use, {p.total('free')} free, "
-                           f"{p.total('held')} held", loc="left", fontsize=10, y=1.0, pad=6)
-            ax_y.set_title(f"{fmt_bytes(p.requested)} requested / {fmt_bytes(p.reserved)} reserved: "
-                           f"{p.fragmentation:.0%} lost", loc="left", fontsize=10, y=1.0, pad=6)
+            counts = f"{p.total('in_use')} in use, {p.total('free')} free, {p.total('held')} held"
+            ax_b.set_title(first_that_fits(ax_b, [f"{name} (epoch {p.epoch}): {counts}", f"{name}: {counts}",
+                                                  counts], 10), loc="left", fontsize=10, y=1.0, pad=6)
+            req, res, lost = fmt_bytes(p.requested), fmt_bytes(p.reserved), f"{p.fragmentation:.0%} lost"
+            ax_y.set_title(first_that_fits(ax_y, [f"{req} requested / {res} reserved: {lost}",
+                                                  f"{req} / {res} reserved: {lost}", f"{req} / {res}: {lost}"],
+                                           10), loc="left", fontsize=10, y=1.0, pad=6)
             pad = 0.01 * ax_y.get_xlim()[1]  # (SVG collapses a leading space: move the text instead)
             self.percent[name].show([(r.reserved + pad, y, f"{r.fragmentation:.0%}")
                                      for y, r in enumerate(p.rows) if r.reserved])

@@ -1,7 +1,11 @@
 """Storage reference counts over time, and who holds each reference at time ``t``.
 
-Each storage (``#7 W1``, ``#12 Relu``: its id and what it holds) gets a step line of its
-reference count over the whole trace, coloured by the kind of bytes it holds. A vertical
+The picture shows the storages the recorded program touched — allocated, freed, viewed by
+a tensor, read or written by an op, saved for backward, or whose count changed while
+recording; storages that merely existed when recording started and that nothing in the
+trace used are left out (the text says how many). Each (``#7 W1``, ``#12 Relu``, ``#15
+tensor 9 [4]``: its id and what it holds) gets a step line of its reference count over the
+whole trace, coloured by the kind of bytes it holds. A vertical
 line marks ``t``; the lines of storages live at ``t`` are drawn thick, and each row's count
 at ``t`` is printed at its right. Line height is the count (on a log2(1 + count) scale once
 counts above 4 occur, so a count of 1 stays visible next to a flat buffer's many views). Where a storage's
@@ -10,9 +14,10 @@ reclaimed its bytes while references remained (the tensors still exist, but touc
 raises), a ◆ marks the reset.
 
 A reference is held by each tensor viewing the storage and by each graph node that saved
-a tensor over it for backward. The text form lists, for every storage live at ``t``, its
-count and those holders ("tensor 3 (x)", "node 7 (MulBackward)", references taken before
-recording started).
+a tensor over it for backward. The column at the right of each row names them at ``t``
+(``x, MulBackward``; "before trace" for references taken before recording started); the
+text form lists, for every storage live at ``t``, its count and all of its holders
+("tensor 3 (x)", "node 7 (MulBackward)"). The legend lists only what the picture draws.
 
 **Rows.** With at most ``max_rows`` storages (default 24) each has its own row. With more,
 storages whose lifetimes do not overlap share a row (greedy interval partitioning: as many
@@ -32,7 +37,10 @@ from dataclasses import dataclass
 
 from . import palette
 from .events import clamp_step, index, step_label
-from .figure import DEFAULT_WIDTH, Painter, TextPool, label_margin, new_figure, remove_all, titles
+from .figure import (DEFAULT_WIDTH, Painter, TextPool, first_that_fits, label_margin, legend_columns, new_figure,
+                     remove_all, titles)
+
+HOLDERS_FONT = 8
 from .timeline import as_trace, lanes, timeline
 
 MAX_ROWS = 24
@@ -67,6 +75,7 @@ class RefRow:
     lines: list  # StorageLine, in time order
     current: StorageLine | None  # the storage the row is about at t
     value: int | None  # its count at t (None: no storage of the row is live at t)
+    holders: tuple = ()  # who holds its references at t, short (``("x", "MulBackward")``)
 
     @property
     def label(self) -> str:
@@ -80,9 +89,10 @@ class RefcountFacts:
     n_events: int
     shared_rows: bool  # rows hold several storages (more storages than max_rows)
     rows: list  # RefRow, top to bottom
-    live: list  # every storage live at t: (storage, label, refcount, holders in words)
+    live: list  # every touched storage live at t: (storage, label, refcount, holders in words)
     hidden: int  # storages live at t in no row shown
     max_count: int = 1
+    untouched: int = 0  # storages live at t that nothing in the trace used (not drawn)
 
     @property
     def log_scale(self) -> bool:
@@ -104,6 +114,8 @@ def _lines(trace):
     tl = timeline(trace)
     out = {}
     for sid, s in tl.refcounts.items():
+        if sid not in tl.touched:
+            continue
         info = tl.info(sid)
         out[sid] = StorageLine(sid, info.label, info.kind, [p for p, _ in s], [v for _, v in s], s[0][0],
                                tl.freed.get(sid), tl.reset.get(sid))
@@ -122,6 +134,30 @@ def _holder(ix, holder: str, t: int) -> str:
         name = ix.tensor_name(tid, t)
         return holder if name == holder else f"{holder} ({name})"
     return holder
+
+
+def _short_holder(ix, holder: str, t: int) -> str:
+    """A holder in a few letters, for the picture: ``x``, ``tensor 9``, ``MulBackward``."""
+    if holder == "?":
+        return "before trace"
+    if holder.startswith("tensor "):
+        try:
+            tid = int(holder[7:])
+        except ValueError:
+            return holder
+        name = ix.tensor_name(tid, t)
+        return holder if name.endswith("'s result") else name
+    if holder.startswith("node ") and holder.endswith(")") and " (" in holder:
+        return holder[holder.index(" (") + 2:-1]
+    return holder
+
+
+def holders_words(holders) -> str:
+    """``x, MulBackward, 2× before trace``: each holder once, with how many references it holds."""
+    counts: dict[str, int] = {}
+    for h in holders:
+        counts[h] = counts.get(h, 0) + 1
+    return ", ".join(h if n == 1 else f"{n}× {h}" for h, n in counts.items())
 
 
 _layout_cache: dict = {}
@@ -156,6 +192,7 @@ def refcount_facts(trace, t: int | None = None, steps=None, *, max_rows: int = M
     state = trace.state_at(t) if t >= 0 else None
     live = state.storages if state is not None else {}
     shared, row_of, lines = _rows_layout(trace, max_rows)
+    ix = index(trace)
     by_row: dict[int, list] = {}
     for sid, r in row_of.items():
         by_row.setdefault(r, []).append(lines[sid])
@@ -165,7 +202,8 @@ def refcount_facts(trace, t: int | None = None, steps=None, *, max_rows: int = M
         now = next((ln for ln in group if ln.live_at(t)), None)
         current = now or next((ln for ln in reversed(group) if ln.born <= t), None) or group[0]
         value = live[current.storage].refcount if now is not None and current.storage in live else None
-        rows.append(RefRow(r, group, current, value))
+        rows.append(RefRow(r, group, current, value, () if value is None else tuple(
+            _short_holder(ix, h, t) for h in state.holders(current.storage))))
     hidden = 0
     if len(rows) > max_rows:  # keep the rows whose storage at t was active most recently
         def last_change(row):
@@ -175,11 +213,11 @@ def refcount_facts(trace, t: int | None = None, steps=None, *, max_rows: int = M
         keep = sorted(rows, key=last_change, reverse=True)[:max_rows]
         hidden = sum(1 for row in rows if row.value is not None and row not in keep)
         rows = sorted(keep, key=lambda row: row.row)
-    ix = index(trace)
     live_list = [(sid, tl.info(sid).label, st.refcount, tuple(_holder(ix, h, t) for h in state.holders(sid)))
-                 for sid, st in sorted(live.items())]
+                 for sid, st in sorted(live.items()) if sid in lines]
     top = max((v for ln in lines.values() for v in ln.values), default=1)
-    return RefcountFacts(t, step_label(trace, t, steps), tl.n, shared, rows, live_list, hidden, max(1, top))
+    return RefcountFacts(t, step_label(trace, t, steps), tl.n, shared, rows, live_list, hidden, max(1, top),
+                         sum(1 for sid in live if sid not in lines))
 
 
 def facts_text(f: RefcountFacts) -> str:
@@ -200,6 +238,9 @@ def facts_text(f: RefcountFacts) -> str:
         lines.append("(Storages whose lifetimes do not overlap share a row in the picture.)")
     if f.hidden:
         lines.append(f"({f.hidden} live storage(s) have no row in the picture; all are listed above.)")
+    if f.untouched:
+        lines.append(f"({f.untouched} other storage(s) were alive but nothing in the trace used them: "
+                     "not drawn.)")
     return "\n".join(lines)
 
 
@@ -217,17 +258,23 @@ class RefcountPainter(Painter):
     def __init__(self, trace, *, max_rows: int = MAX_ROWS, width: float = DEFAULT_WIDTH):
         from matplotlib.collections import LineCollection
         from matplotlib.lines import Line2D
+        from matplotlib.transforms import blended_transform_factory
 
         trace = as_trace(trace)
         super().__init__(trace, max_rows=max_rows)
         tl = timeline(trace)
-        shared, row_of, _ = _rows_layout(trace, max_rows)
+        shared, row_of, lines = _rows_layout(trace, max_rows)
         n_rows = max(1, min(max_rows, len(set(row_of.values()))))
         row_h, top_h, bottom_h = 0.3, 0.75, 1.05
         self.fig = fig = new_figure(width, top_h + n_rows * row_h + bottom_h)
         h = fig.get_figheight()
         left = label_margin([tl.info(sid).label for sid in row_of] + ["storage at t"], 8.5, width)
-        self.ax = ax = fig.add_axes((left, bottom_h / h, 0.92 - left, 1 - (top_h + bottom_h) / h))
+        # the right: the count at t, then who holds the references (about a quarter of the width)
+        right = 0.985 - max(0.22, min(0.3, 2.6 / width))
+        self.ax = ax = fig.add_axes((left, bottom_h / h, right - left, 1 - (top_h + bottom_h) / h))
+        self._count_x, self._holders_x = right + 0.012, right + 0.065
+        self._holders_chars = int((0.99 - self._holders_x) * width * 72 / (HOLDERS_FONT * 0.6))
+        columns = blended_transform_factory(fig.transFigure, ax.transAxes)
         self.n_rows = n_rows
         ax.set_xlim(-0.5, max(1, tl.n - 1) + 0.5)
         ax.set_ylim(n_rows, 0)
@@ -246,25 +293,33 @@ class RefcountPainter(Painter):
                               color=palette.color("ready"), zorder=5, gid="refcount-reset")
         self.cursor = ax.axvline(0, color="black", linewidth=1.2, zorder=6)
         self.title = fig.suptitle("", fontsize=12, fontweight="bold", y=1 - 0.1 / h, va="top")
-        ax.text(1.015, 1.0, "count\nat t", transform=ax.transAxes, ha="left", va="bottom", fontsize=8.5,
+        ax.text(self._count_x, 1.0, "count\nat t", transform=columns, ha="left", va="bottom", fontsize=8.5,
                 color="#333333")
+        ax.text(self._holders_x, 1.0, "held by\n(at t)", transform=columns, ha="left", va="bottom",
+                fontsize=8.5, color="#333333")
         ax.text(-0.01, 1.0, "storage at t\n(rows shared)" if shared else "storage", transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8.5, color="#333333")
         self._shared = shared
         self.row_texts: list = []  # row labels (change only with the rows, or every step if shared)
         self.shared_labels = TextPool(ax, transform=ax.transAxes, ha="right", va="center", fontsize=8.5)
-        self.values = TextPool(ax, transform=ax.transAxes, ha="left", va="center", fontsize=9,
-                               fontweight="bold")
+        self.values = TextPool(ax, transform=columns, ha="left", va="center", fontsize=9, fontweight="bold")
+        self.holders = TextPool(ax, transform=columns, ha="left", va="center", fontsize=HOLDERS_FONT,
+                                color="#333333")
         self._rows_key = None
-        kinds = [k for k in ("parameter", "activation", "gradient", "data")
-                 if any(s.kind == k for s in tl.storages.values())]
+        # the legend: only what this picture draws
+        drawn = [ln for sid, ln in lines.items() if sid in row_of]
+        kinds = [k for k in ("parameter", "activation", "gradient", "data", "unknown")
+                 if any(ln.kind == k for ln in drawn)]
         handles = [Line2D([0], [0], color=palette.ink(k), linewidth=2, label=palette.label(k)) for k in kinds]
-        handles += [Line2D([0], [0], linestyle="none", marker="X", color="black", markersize=7,
-                           label="freed: count reached 0"),
-                    Line2D([0], [0], linestyle="none", marker="D", color=palette.color("ready"),
-                           markersize=6, label="bytes reclaimed by arena reset"),
-                    Line2D([0], [0], color="black", linewidth=1.2, label="now (t)")]
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), frameon=False,
+        if any(ln.freed is not None for ln in drawn):
+            handles.append(Line2D([0], [0], linestyle="none", marker="X", color="black", markersize=7,
+                                  label="freed: count reached 0"))
+        if any(ln.reset is not None for ln in drawn):
+            handles.append(Line2D([0], [0], linestyle="none", marker="D", color=palette.color("ready"),
+                                  markersize=6, label="bytes reclaimed by arena reset"))
+        handles.append(Line2D([0], [0], color="black", linewidth=1.2, label="now (t)"))
+        fig.legend(handles=handles, loc="lower center", frameon=False,
+                   ncol=legend_columns([hd.get_label() for hd in handles], width, most=4, handlelength=1.8),
                    fontsize=8.5, handlelength=1.8, columnspacing=1.2, bbox_to_anchor=(0.5, 0.0))
 
     def facts(self, t, steps=None) -> RefcountFacts:
@@ -278,7 +333,7 @@ class RefcountPainter(Painter):
 
     def dynamic_artists(self) -> list:
         return [self.cursor, self.title, *titles(self.ax), self.now_lines, *self.values.texts,
-                *self.shared_labels.texts]
+                *self.holders.texts, *self.shared_labels.texts]
 
     def _draw_rows(self, f: RefcountFacts) -> None:
         """The step lines, markers and (unshared) labels: redrawn only when the rows change."""
@@ -333,14 +388,24 @@ class RefcountPainter(Painter):
         live = [r.current for r in f.rows if r.value is not None]
         self.now_lines.set_segments([self._segments[ln.storage] for ln in live])
         self.now_lines.set_colors([palette.ink(ln.kind) for ln in live])
-        self.values.show([(1.02, y(i), "–" if r.value is None else str(r.value)) for i, r in enumerate(f.rows)])
+        self.values.show([(self._count_x, y(i), "–" if r.value is None else str(r.value))
+                          for i, r in enumerate(f.rows)])
+        self.holders.show([(self._holders_x, y(i), _fit(holders_words(r.holders), self._holders_chars))
+                           for i, r in enumerate(f.rows) if r.holders])
         for text, r in zip(self.values.texts, f.rows):
             text.set_color("black" if r.value is not None else "#888888")
         more = f" · {f.hidden} more live: see the text" if f.hidden else ""
         self.title.set_text(f"Storage refcounts · {f.when}")
         scale = f"log scale, full row = {f.max_count}" if f.log_scale else f"full row = {f.max_count}"
-        ax.set_title(f"{len(f.live)} live (thick lines) · height = refcount ({scale}){more}",
+        ax.set_title(first_that_fits(ax, [f"{len(f.live)} live (thick lines) · height = refcount ({scale}){more}",
+                                          f"{len(f.live)} live (thick lines) · height = refcount ({scale})",
+                                          f"{len(f.live)} live · height = refcount"], 9.5, bold=False),
                      loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
+
+
+def _fit(words: str, chars: int) -> str:
+    """``words`` cut to ``chars`` characters (ending in "…"); the text lists them all."""
+    return words if len(words) <= chars else words[: max(1, chars - 1)].rstrip(", ") + "…"
 
 
 def render(trace, t: int | None = None, steps=None, *, max_rows: int = MAX_ROWS, width: float = DEFAULT_WIDTH):

@@ -68,6 +68,7 @@ class Timeline:
     pool_max_reserved: dict[str, int] = field(default_factory=dict)  # most bytes one class reserves at once
     live_bytes: np.ndarray | None = None
     peak: tuple[int, int | None] = (0, None)
+    touched: set[int] = field(default_factory=set)  # storages an event of the program refers to
 
     def info(self, sid: int) -> StorageInfo:
         got = self.storages.get(sid)
@@ -113,10 +114,13 @@ def _build(trace) -> Timeline:
     param: set[int] = set()
     made_by: dict[int, str] = {}
     meta: dict[int, tuple] = {}  # sid -> (nbytes, tag, allocator)
+    first_view: dict[int, str] = {}  # sid -> "tensor 35 [4]": the first tensor seen over it
     for e in events:
         kind = e["kind"]
+        tl.touched.update(_storages_of(e))
         if kind == "tensor":
             sid = e["storage"]
+            first_view.setdefault(sid, f"tensor {e['tensor']} {_shape(e.get('shape'))}")
             if e.get("name"):
                 got = names.setdefault(sid, [])
                 if e["name"] not in got:
@@ -144,8 +148,10 @@ def _build(trace) -> Timeline:
             who = names[sid][0] + (f" +{len(names[sid]) - 1}" if len(names[sid]) > 1 else "")
         elif sid in made_by:
             who = made_by[sid]
-        else:
-            who = {"gradient": "gradient", "parameter": "parameter", "data": "tensor"}.get(kind, "")
+        elif sid in first_view:
+            who = first_view[sid] + (" gradient" if kind == "gradient" else "")
+        else:  # bytes no tensor of the trace viewed: say what they are
+            who = f"{palette.label(kind)}, {fmt_bytes(nbytes)}" if kind != "unknown" else fmt_bytes(nbytes)
         tl.storages[sid] = StorageInfo(sid, kind, f"#{sid}", f"#{sid} {who}".strip(), nbytes, tag,
                                        allocator)
 
@@ -212,6 +218,23 @@ def _build(trace) -> Timeline:
     tl.live_bytes = np.asarray(trace.live_bytes(), dtype=np.int64)
     tl.peak = trace.peak()
     return tl
+
+
+def _storages_of(e: dict):
+    """The storages an event (other than ``baseline``, which lists what merely exists) is about."""
+    kind = e["kind"]
+    if kind in ("alloc", "free", "refcount", "tensor"):
+        return (e["storage"],)
+    if kind == "op":
+        out = list(e.get("input_storages") or ()) + list(e.get("saved") or ())
+        return out + ([e["output_storage"]] if e.get("output_storage") is not None else [])
+    if kind == "arena_reset":
+        return tuple(e.get("stale") or ())
+    return ()
+
+
+def _shape(shape) -> str:
+    return "scalar" if shape is not None and len(shape) == 0 else str(list(shape)) if shape is not None else ""
 
 
 def fmt_bytes(n: int | float | None) -> str:
