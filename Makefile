@@ -4,10 +4,12 @@
 #   make test    install microtorch (editable) + test tools into .venv, run pytest
 #   make bench   install micrograd (and torch, if it can be had), run benchmarks/run.py
 #   make strip   remove outputs from notebooks/*.ipynb
+#   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
 #   make clean   remove .venv and build/test leftovers
 #
 # Knobs:  PYTHON=python3.12   LAB_ARGS="--no-browser --port=8899"   PYTEST_ARGS="-k tensor -x"
 #         TEST_EXTRAS=test,oracle (CI uses this to add PyTorch)     BENCH_ARGS=...
+#         MUTATE_ARGS='"microtorch.node.*"' (one module at a time)   MUTATE_CHILDREN=1
 
 PYTHON      ?= python3
 VENV        := .venv
@@ -15,6 +17,8 @@ VPY         := $(VENV)/bin/python
 LAB_ARGS    ?=
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
+MUTATE_ARGS ?=
+MUTATE_CHILDREN ?= 1
 TEST_EXTRAS ?= test
 
 # JupyterLab refuses to start as root unless told; containers often run as root.
@@ -22,7 +26,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 LAB_ROOT_ARG := --allow-root
 endif
 
-.PHONY: lab test bench strip clean venv
+.PHONY: lab test bench mutate strip clean venv
 
 # --- the virtual environment -------------------------------------------------------------
 # Created once; pip is upgraded once, right after creation.
@@ -65,6 +69,12 @@ test: $(VENV)/.installed-$(TEST_EXTRAS)
 bench: $(VENV)/.installed-bench
 	$(VPY) benchmarks/run.py $(BENCH_ARGS)
 
+# mutmut is configured in pyproject.toml ([tool.mutmut]); it works in ./mutants/.
+# `mutmut results` lists the survivors, `mutmut show NAME` shows one.
+mutate: $(VENV)/.installed-test,mutate
+	$(VENV)/bin/mutmut run --max-children $(MUTATE_CHILDREN) $(MUTATE_ARGS)
+	$(VENV)/bin/mutmut results
+
 # Clears outputs, execution counts and saved widget state; rewrites only notebooks that change.
 # Needs nothing but Python's json module, so it works before .venv exists.
 define STRIP_PY
@@ -93,6 +103,6 @@ strip:
 	@$(PYTHON) -c "$$STRIP_PY"
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .hypothesis test-artifacts
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis test-artifacts mutants
 	find . -name '*.egg-info' -prune -exec rm -rf {} +
 	find . -name '__pycache__' -prune -exec rm -rf {} +

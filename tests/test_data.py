@@ -137,3 +137,62 @@ def test_load_digits_splits_scaling_and_labels():
     assert len(rows) == len({r.tobytes() for r in xa.numpy().reshape(-1, 64)})
     with pytest.raises(ValueError, match="split must be one of"):
         mt.data.load_digits("validation")
+
+
+# -- content checks: which image has which label, and the spiral's geometry ---------------------
+# The first image of the UCI/scikit-learn digits, as printed in scikit-learn's documentation
+# (``load_digits().images[0]``, a zero), and the labels of its first 30 images (0..9 three times).
+FIRST_DIGIT_ZERO = np.array([
+    [0, 0, 5, 13, 9, 1, 0, 0],
+    [0, 0, 13, 15, 10, 15, 5, 0],
+    [0, 3, 15, 2, 0, 11, 8, 0],
+    [0, 4, 12, 0, 0, 8, 8, 0],
+    [0, 5, 8, 0, 0, 9, 8, 0],
+    [0, 4, 11, 0, 1, 12, 7, 0],
+    [0, 2, 14, 5, 10, 12, 0, 0],
+    [0, 0, 6, 13, 10, 0, 0, 0]])
+# Pinned once from the shipped file: its sha256, and (index -> label, ink sum) for a few images.
+DIGITS_SHA256 = "c3e8300561f06c18f9bb0ca6471c70ffc996125d7625dce7f7785b440ecc0396"
+DIGIT_FACTS = {0: (0, 294), 1: (1, 313), 2: (2, 344), 3: (3, 267), 4: (4, 258), 9: (9, 329)}
+
+
+def test_shipped_digits_file_is_the_pinned_one():
+    import hashlib
+
+    raw = resources.files("microtorch.data").joinpath("digits.npz").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == DIGITS_SHA256, "digits.npz changed: re-pin its facts"
+
+
+def test_load_digits_pairs_each_image_with_its_own_label():
+    xa, ya = mt.data.load_digits("all", flatten=False)
+    np.testing.assert_array_equal(xa.numpy()[0] * 16, FIRST_DIGIT_ZERO)
+    assert ya.tolist()[:30] == [i % 10 for i in range(30)]
+    for i, (label, ink) in DIGIT_FACTS.items():
+        assert ya[i].item() == label and round(float(xa.numpy()[i].sum()) * 16) == ink, i
+    # the splits keep the pairing: image 0 is in train, image 2 in test (the stored split)
+    x, y = mt.data.load_digits("train")
+    xt, yt = mt.data.load_digits("test")
+    np.testing.assert_array_equal(x.numpy()[0].reshape(8, 8) * 16, FIRST_DIGIT_ZERO)
+    assert y[0].item() == 0 and yt[0].item() == 2
+    assert round(float(xt.numpy()[0].sum()) * 16) == DIGIT_FACTS[2][1]
+
+
+@pytest.mark.parametrize("turns", [0.75, 1.5])
+def test_spiral_angle_grows_with_the_radius(turns):
+    n_classes, per = 3, 40
+    x, y = mt.data.make_spirals(n_classes * per, n_classes=n_classes, noise=0.0, turns=turns,
+                                generator=mt.Generator(0))
+    pts, lab = x.numpy().astype(np.float64), y.numpy()
+    for k in range(n_classes):
+        px, py = pts[lab == k].T
+        r = np.hypot(px, py)
+        order = np.argsort(r)
+        r = r[order]
+        theta = np.unwrap(np.arctan2(px, py)[order])  # x = r sin θ, y = r cos θ
+        np.testing.assert_allclose(r, np.linspace(0, 1, per), atol=1e-6)
+        # θ = 2π (turns · r + k / n_classes): grows linearly with r, arm k starts at 2πk/n
+        want = 2 * np.pi * (turns * r + k / n_classes)
+        skip = r > 1e-6  # the angle of the centre point is undefined
+        off = np.angle(np.exp(1j * (theta[skip] - want[skip])))
+        np.testing.assert_allclose(off, 0, atol=1e-4)
+        assert np.all(np.diff(theta[skip]) > 0)

@@ -8,22 +8,51 @@ import microtorch as mt  # noqa: E402
 from microtorch.viz import pool as pool_panel  # noqa: E402
 
 
+def live_classes(p):
+    """The live pool's own numbers per size class (None: direct blocks), read from the engine
+    object while recording: (in use, free, held back, requested bytes, reserved bytes)."""
+    out = {}
+    for c in range(len(p.classes)):
+        out[c] = [0, len(p.free_lists[c]), 0, 0, 0]
+    out[None] = [0, 0, 0, 0, 0]
+    for b in p.live.values():
+        row = out[b.size_class]
+        row[0] += 1
+        row[3] += b.nbytes
+        row[4] += b.size
+    for _, b in p.held:
+        out[b.size_class][2] += 1
+    return {c: tuple(v) for c, v in out.items()}
+
+
 @pytest.fixture(scope="module")
-def tr():
-    """Two training steps whose activations go to a pool with deferred release."""
+def recorded():
+    """Two training steps whose activations go to a pool with deferred release, and the live
+    pool's class table at several moments (event index -> live_classes)."""
     mt.manual_seed(0)
     model = mt.nn.Sequential(mt.nn.Linear(4, 8), mt.nn.ReLU(), mt.nn.Linear(8, 1))
     x, y = mt.randn(16, 4), mt.randn(16, 1)
     p = mt.memory.Pool(name="deferred pool", defer_epochs=1)
+    snapshots = {}
     with mt.memory.use_pool(p), mt.trace() as tr:
         for _ in range(2):
             loss = mt.mse_loss(model(x), y)
+            snapshots[len(tr.events) - 1] = live_classes(p)  # forward done, graph alive
             loss.backward()
             del loss
+            snapshots[len(tr.events) - 1] = live_classes(p)
             p.advance_epoch()
+            snapshots[len(tr.events) - 1] = live_classes(p)
         big = mt.zeros(300_000)  # larger than any class: a direct block
+        snapshots[len(tr.events) - 1] = live_classes(p)
         del big
-    return tr
+        snapshots[len(tr.events) - 1] = live_classes(p)
+    return tr, snapshots
+
+
+@pytest.fixture(scope="module")
+def tr(recorded):
+    return recorded[0]
 
 
 def bars(fig, gid_axes, gid_bar):
@@ -65,6 +94,20 @@ def test_bars_equal_the_class_table_at_every_step(tr):
         seen["held"] += summary.total("held") > 0
         seen["direct"] += any(r.size_class is None and r.in_use for r in summary.rows)
     assert all(seen.values()), seen  # the trace shows free, held and direct blocks
+
+
+def test_rows_equal_the_live_pools_own_counts(recorded):
+    tr, snapshots = recorded
+    painter = pool_panel.PoolPainter(tr)
+    seen = set()
+    for t, live in snapshots.items():
+        summary = next(p for p in painter.draw(t).facts.pools if p.name == "deferred pool")
+        rows = {r.size_class: (r.in_use, r.free, r.held, r.requested, r.reserved) for r in summary.rows}
+        for c, want in live.items():
+            assert rows.get(c, (0, 0, 0, 0, 0)) == want, (t, c)
+            seen |= {k for k, n in zip(("in_use", "free", "held"), want) if n}
+        assert rows[None][0] == live[None][0]  # the direct row
+    assert seen == {"in_use", "free", "held"}, seen
 
 
 def test_fragmentation_and_titles(tr):

@@ -1,12 +1,46 @@
 """The refcount picture, checked on its data: the values it shows at t are the recorder's
 (the replayed reference counts), its step lines follow the refcount events, and the text
 names every reference's holder."""
+import math
+
 import pytest
 
 pytest.importorskip("matplotlib")
 
 import microtorch as mt  # noqa: E402
 from microtorch.viz import refcounts  # noqa: E402
+
+
+def counts_from_events(trace, t):
+    """storage -> reference count after event t, folded from the raw events (not the replay):
+    the baseline's counts, 0 at an alloc, the count a refcount event states, gone at a free."""
+    counts = {}
+    for e in trace.events[:t + 1]:
+        if e["kind"] == "baseline":
+            counts.update({s["storage"]: s["refcount"] for s in e["storages"]})
+        elif e["kind"] == "alloc":
+            counts[e["storage"]] = 0
+        elif e["kind"] == "refcount":
+            counts[e["storage"]] = e["refcount"]
+        elif e["kind"] == "free":
+            counts.pop(e["storage"], None)
+    return counts
+
+
+def counts_over_time(trace):
+    """storage -> every count it takes, folded from the raw events."""
+    seen = {}
+    for t in range(len(trace)):
+        for sid, c in counts_from_events(trace, t).items():
+            seen.setdefault(sid, set()).add(c)
+    return seen
+
+
+def expected_height(v, max_count):
+    """The panel's documented scale: linear up to a maximum of 4, log2(1 + count) above."""
+    if max_count > 4:
+        return math.log2(1 + v) / math.log2(1 + max_count)
+    return v / max_count
 
 
 @pytest.fixture(scope="module")
@@ -23,20 +57,32 @@ def tr():
     return tr
 
 
-def test_values_at_t_equal_the_recorders_refcounts(tr):
+@pytest.fixture(scope="module")
+def views_tr():
+    """Six row views of one leaf, alive together: its storage's count climbs past 4."""
+    mt.manual_seed(0)
+    x = mt.randn(6, 3, requires_grad=True)
+    with mt.trace() as tr:
+        rows = [x[i] for i in range(6)]
+        y = sum((r * r).sum() for r in rows)
+        y.backward()
+        del rows, y
+    return tr
+
+
+def test_values_at_t_equal_the_counts_in_the_events(tr):
     painter = refcounts.RefcountPainter(tr, max_rows=64)
     for t in range(len(tr)):
         f = painter.draw(t).facts
-        state = tr.state_at(t)
+        counts = counts_from_events(tr, t)
         drawn = {ln.storage for r in f.rows for ln in r.lines}
-        assert {sid: c for sid, _, c, _ in f.live} == {s: c for s, c in state.refcounts.items() if s in drawn}
-        assert f.untouched == len(set(state.refcounts) - drawn)
+        assert {sid: c for sid, _, c, _ in f.live} == {s: c for s, c in counts.items() if s in drawn}
+        assert f.untouched == len(set(counts) - drawn)
         for row in f.rows:
             if row.value is not None:
-                assert row.value == state.refcounts[row.current.storage]
-            for line in row.lines:  # the drawn step line agrees with the replay at every t
-                assert line.value_at(t) == (state.refcounts[line.storage] if line.storage in state.storages
-                                            else None), (t, line.storage)
+                assert row.value == counts[row.current.storage]
+            for line in row.lines:  # the drawn step line agrees with the events at every t
+                assert line.value_at(t) == counts.get(line.storage), (t, line.storage)
         # the numbers printed at the right of the rows
         printed = [txt.get_text() for txt in painter.values.texts if txt.get_visible()]
         assert printed == ["–" if r.value is None else str(r.value) for r in f.rows]
@@ -55,7 +101,9 @@ def test_step_lines_follow_the_refcount_events(tr):
             assert lines[e["storage"]].born == e["step"] and lines[e["storage"]].values[0] == 0
 
 
-def test_drawn_segments_and_markers(tr):
+@pytest.mark.parametrize("which", ["tr", "views_tr"])
+def test_drawn_segments_and_markers(which, request):
+    tr = request.getfixturevalue(which)
     fig = refcounts.render(tr, len(tr) // 2, max_rows=64)
     f = fig.facts
     ax = fig.axes[0]
@@ -63,11 +111,15 @@ def test_drawn_segments_and_markers(tr):
     segs = coll.get_segments()
     drawn = [ln for r in f.rows for ln in r.lines]
     assert len(segs) == len(drawn)
+    over_time = counts_over_time(tr)
+    max_count = max(max(v) for v in over_time.values())
+    assert f.max_count == max_count
     for i, (row, seg) in enumerate(zip([r for r in f.rows for _ in r.lines], segs)):
         ln = drawn[i]
         base = f.rows.index(row) + 0.85
-        heights = {round(base - refcounts._BAND * f.height(v), 9) for v in ln.values}
-        assert {round(y, 9) for y in seg[:, 1]} <= heights
+        heights = {round(base - refcounts._BAND * expected_height(v, max_count), 9)
+                   for v in over_time[ln.storage]}
+        assert {round(y, 9) for y in seg[:, 1]} == heights  # every count the storage had is drawn
         assert seg[0, 0] == ln.born
     freed = next(line for line in ax.lines if line.get_gid() == "refcount-freed")
     assert sorted(freed.get_xdata()) == sorted(ln.freed for ln in drawn if ln.freed is not None)
@@ -100,14 +152,20 @@ def test_many_storages_share_rows_without_overlap(tr):
     assert "share a row" in text
 
 
-def test_flat_parameter_buffers_use_a_log_scale():
-    mt.manual_seed(0)
+def test_counts_above_four_use_a_log_scale(views_tr):
+    f = refcounts.refcount_facts(views_tr, None)
+    assert f.max_count == max(max(v) for v in counts_over_time(views_tr).values()) > 4
+    assert f.log_scale and 0 < f.height(1) < f.height(2) < f.height(f.max_count) == 1
+    for v in range(f.max_count + 1):
+        assert f.height(v) == pytest.approx(math.log2(1 + v) / math.log2(1 + f.max_count))
+    assert "log scale" in refcounts.render(views_tr, len(views_tr) - 1).axes[0].get_title(loc="left")
+    mt.manual_seed(0)  # flat parameter buffers: counts stay at or below 4, a linear scale
     model = mt.nn.Sequential(mt.nn.Linear(3, 3), mt.nn.Linear(3, 1))
-    with mt.trace() as tr:
+    with mt.trace() as small_tr:
         model(mt.randn(2, 3)).sum().backward()
-    f = refcounts.refcount_facts(tr, None)
-    if f.max_count > 4:
-        assert f.log_scale and 0 < f.height(1) < f.height(2) < f.height(f.max_count) == 1
+    small = refcounts.refcount_facts(small_tr, None)
+    assert small.max_count == max(max(v) for v in counts_over_time(small_tr).values()) <= 4
+    assert not small.log_scale and small.height(1) == pytest.approx(1 / small.max_count)
 
 
 @pytest.fixture(scope="module")
