@@ -6,7 +6,7 @@ one, allocate the same sizes, and read back each block's chunk, offset and paddi
 """
 from __future__ import annotations
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker
 
 
 # ----------------------------------------------------------------------------------------------
@@ -18,6 +18,7 @@ ALIGN_CASES = ([(n, 64) for n in (0, 1, 5, 63, 64, 65, 127, 128, 129, 1000, 4096
                + [(10 ** 9 + 7, 64), (2 ** 40 + 1, 4096)])
 
 
+@checker
 def check_align_up(fn) -> None:
     """``fn(n, alignment) -> int``: the smallest multiple of ``alignment`` (a power of two)
     that is ≥ ``n``. Checked against ``mt.memory.align_up`` and against where a real
@@ -89,6 +90,7 @@ def _engine_bump(sizes, alignment):
     return out
 
 
+@checker
 def check_bump_offsets(fn) -> None:
     """``fn(sizes, alignment) -> (offsets, padding)``: bump-allocate ``sizes`` (bytes, in
     order) from one chunk that starts at offset 0: each block starts at the top rounded up
@@ -176,6 +178,7 @@ def _dispose(arena) -> None:
     arena.reset()
 
 
+@checker
 def check_chunk_plan(fn) -> None:
     """``fn(sizes, capacity, alignment, growth) -> (placements, chunks)``: where an arena
     that starts with one chunk of ``capacity`` bytes (rounded up to ``alignment``) puts

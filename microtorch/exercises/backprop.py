@@ -5,7 +5,7 @@ import numpy as np
 
 from ..creation import randn
 from ..tensor import Tensor
-from .checking import _as_array, _call, _fail, _passed
+from .checking import _as_array, _call, _fail, _passed, checker
 
 
 def _graph_cases(deep: int = 5000):
@@ -111,7 +111,7 @@ def _call_walk(fn, where: str, root):
               "call deeper per node, and real graphs (an RNN unrolled over a long sequence, a "
               "deep network) are deeper than that. Walk with an explicit stack (a list you "
               "append to and pop from) instead of recursion.")
-    except AssertionError:
+    except (AssertionError, NotImplementedError):
         raise
     except Exception as exc:
         _fail(f"{where}your function raised {type(exc).__name__}: {exc}\n"
@@ -134,6 +134,7 @@ def _consumer_edges(nodes) -> list:
     return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
 
 
+@checker
 def check_topo_order(fn) -> None:
     """``fn(root) -> list of nodes``: every node reachable from ``root`` (the loss's
     ``grad_fn``), each once, consumers first: a node comes before every node it sends a
@@ -209,6 +210,7 @@ def check_topo_order(fn) -> None:
     _passed("check_topo_order", len(cases))
 
 
+@checker
 def check_dependency_counts(fn) -> None:
     """``fn(root) -> {node: count}``: for each node reachable from ``root`` (the loss's
     ``grad_fn``), how many edges point at it, i.e. how many gradients it must receive
@@ -291,6 +293,7 @@ def _numerical_grad_cases():
     ]
 
 
+@checker
 def check_numerical_grad(fn, eps: float = 1e-4) -> None:
     """``fn(f, x, eps) -> array shaped like x``: central differences
     ``(f(x + eps·eᵢ) − f(x − eps·eᵢ)) / 2eps`` for every element i of ``x``, where ``f``

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checking import _as_array, _call, _fail, _passed
+from .checking import _as_array, _call, _fail, _passed, checker
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: which derivatives can be computed from the output alone?
@@ -52,6 +52,7 @@ def _engine_slope(op: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return z.detach().numpy().copy(), xt.grad.numpy().copy()
 
 
+@checker
 def check_derivative_from_output(fn) -> None:
     """``fn(op, z) -> array or None``: the derivative dz/dx of the unary ``op`` (one of
     ``"relu", "exp", "sigmoid", "tanh", "sqrt", "log", "neg", "square", "abs"``) written
@@ -401,6 +402,7 @@ def _explain_safe(c: Candidate) -> str:
     return "; ".join(why)
 
 
+@checker
 def check_inplace_safe(fn) -> None:
     """``fn(c) -> bool``: may the op run in place, writing into ``c.overwrites``? ``c`` is a
     :class:`Candidate` (print it to see its facts). Checked against

@@ -7,7 +7,7 @@ class a request lands in).
 """
 from __future__ import annotations
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker
 
 LOW, HIGH = 64, 1 << 20  # the pool's class range: 64 B .. 1 MiB
 
@@ -57,6 +57,7 @@ def greedy_classes(bound: float, step: int = 8) -> list[int]:
 SIZE_CLASS_BOUNDS = [0.25, 0.125, 0.2, 0.5, 0.3]
 
 
+@checker
 def check_size_classes(fn) -> None:
     """``fn(bound) -> list of class sizes``: size classes for a pool serving every request
     from 64 B to 1 MiB so that rounding a request up to the smallest class ≥ it never wastes
@@ -130,6 +131,7 @@ def _class_of_cases():
     return [(n, m) for m in (8, 4, 2) for n in ns]
 
 
+@checker
 def check_size_class_of(fn) -> None:
     """``fn(n, per_doubling) -> index or None``: the index, in
     ``mt.memory.size_classes(per_doubling=per_doubling)``, of the smallest class that can

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: predict reference counts
@@ -141,6 +141,7 @@ def _holder_words(h: str, names: dict) -> str:
     return h
 
 
+@checker
 def check_refcounts(fn) -> None:
     """``fn(program) -> {name: refcount}``: after running ``program`` (a list of instructions
     such as ``("tensor", "a")``, ``("mul", "c", "a", "b")``, ``("del", "a")``,
@@ -265,6 +266,7 @@ def leaks_of(trace) -> set[int]:
     return {life.storage for life in trace.lifetimes() if life.death is None and not life.preexisting}
 
 
+@checker
 def check_leaked_storages(fn) -> None:
     """``fn(trace) -> set of storage ids``: the storages that got their bytes while the trace
     recorded (an ``alloc`` event) and never gave them back (no ``free`` event after it).

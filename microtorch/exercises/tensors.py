@@ -5,12 +5,13 @@ import numpy as np
 
 from ..creation import arange, randn, zeros
 from ..functions.broadcast import unbroadcast
-from .checking import _as_array, _call, _fail, _passed
+from .checking import _as_array, _call, _fail, _passed, checker
 
 
 STRIDE_CASES = [(5,), (2, 3), (3, 4, 5), (4, 1, 3), (2, 3, 4, 5), (7, 1), ()]
 
 
+@checker
 def check_strides(fn) -> None:
     """``fn(shape) -> strides``: the strides (in elements) of a contiguous tensor of ``shape``.
 
@@ -59,6 +60,7 @@ def _offset_cases():
     ]
 
 
+@checker
 def check_element_offset(fn) -> None:
     """``fn(index, strides, offset) -> position``: where element ``index`` of a view lives in
     its storage. Checked against the engine's bytes: views of ``x = mt.arange(60.).reshape(3,
@@ -95,6 +97,7 @@ UNBROADCAST_CASES = [((2, 3), (3,)), ((2, 3), (1, 3)), ((2, 3), (2, 1)), ((4, 2,
                      ((4, 2, 3), (3,)), ((2, 3), ()), ((2, 3), (2, 3)), ((5, 1, 3), (1, 3))]
 
 
+@checker
 def check_unbroadcast(fn) -> None:
     """``fn(g, shape) -> gradient of shape``: sum the gradient ``g`` (shaped like the op's
     output) back to an operand's ``shape``. Checked against ``mt.unbroadcast``.

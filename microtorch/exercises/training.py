@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker
 
 
 def _fmt(a) -> str:
@@ -63,6 +63,7 @@ def _numpy_sgd(p0, grads, lr, momentum, dampening, weight_decay, *, first_dampen
     return out
 
 
+@checker
 def check_momentum_update(fn) -> None:
     """``fn(p, g, buf, step, lr, momentum, dampening, weight_decay)``: one step of SGD with
     momentum, PyTorch's formula, written **in place** into the numpy arrays ``p`` (the flat
@@ -170,6 +171,7 @@ def _engine_clip(arrays, max_norm):
     return total, [p.grad.numpy().copy() for p in params]
 
 
+@checker
 def check_clip_grad_norm(fn) -> None:
     """``fn(grads, max_norm) -> total_norm``: ``grads`` is a list of numpy arrays, views of
     ONE flat gradient buffer (as the engine's ``p.grad``\\ s are). Return the norm of all of

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..memory.aliasing import alias, byte_extent
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker
 
 
 def _x():
@@ -67,6 +67,7 @@ def _extent_cases():
     ]
 
 
+@checker
 def check_extent(fn) -> None:
     """``fn(offset, shape, strides) -> (lo, hi)``: the lowest and the highest storage position
     (elements, both inclusive) a view reads. Checked against the engine's
@@ -148,6 +149,7 @@ def _alias_cases():
     ]
 
 
+@checker
 def check_alias_by_strides(fn) -> None:
     """``fn(a, b) -> bool``: do two views of one storage read at least one common storage
     position? Each of ``a`` and ``b`` is ``(offset, shape, strides)``. Checked against the
@@ -225,6 +227,7 @@ def _window_cases():
     ]
 
 
+@checker
 def check_windows(fn) -> None:
     """``fn(length, stride, size, step) -> (shape, strides)``: the layout of the sliding
     windows of a 1-D signal of ``length`` elements that sit ``stride`` storage positions apart:
