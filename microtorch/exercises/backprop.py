@@ -5,7 +5,7 @@ import numpy as np
 
 from ..creation import randn
 from ..tensor import Tensor
-from .checking import _as_array, _call, _fail, _passed, checker
+from .checking import _as_array, _call, _fail, _passed, checker, learner, rng
 
 
 def _graph_cases(deep: int = 5000):
@@ -104,7 +104,8 @@ def _label(labels: dict, x) -> str:
 def _call_walk(fn, where: str, root):
     """``fn(root)``, with a plain-words failure for deep recursion."""
     try:
-        return fn(root)
+        with learner():
+            return fn(root)
     except RecursionError:
         _fail(f"{where}your function hit Python's recursion limit (about "
               f"{__import__('sys').getrecursionlimit()} nested calls). A recursive walk goes one "

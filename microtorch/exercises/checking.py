@@ -12,7 +12,9 @@ Conventions (DESIGN.md, "Coursework conventions"):
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 import weakref
 
 import numpy as np
@@ -20,7 +22,9 @@ import numpy as np
 from ..tensor import Tensor
 
 _PASSED: "weakref.WeakSet" = weakref.WeakSet()
-_HIDDEN = [False]  # is the current checker run the hidden one?
+_HIDDEN = [False]   # is the current checker run the hidden one?
+_LEARNER = [False]  # is the learner's function running right now?
+STRICT = [False]    # tests: the switched-off engine code refuses the checker's own calls too
 
 VISIBLE_SEED, HIDDEN_SEED = 20260, 918_273
 
@@ -44,26 +48,113 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(HIDDEN_SEED if _HIDDEN[0] else VISIBLE_SEED)
 
 
-def checker(check):
+class WriteItYourself(AssertionError):
+    """Raised when the learner's function calls engine code its exercise asks them to write."""
+
+
+def _label(obj) -> str:
+    owner, name = obj if isinstance(obj, tuple) else (None, None)
+    if owner is not None:
+        return f"{owner.__module__}.{owner.__qualname__}.{name}"
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def _standin(orig, exercise: str, label: str):
+    message = (f"this exercise asks you to write {exercise} yourself: the engine's {label} is "
+               "switched off while the checker runs your function. Compute the answer with "
+               "plain Python (and numpy) instead.")
+
+    def refuse():
+        if _LEARNER[0] or STRICT[0]:
+            raise WriteItYourself(message)
+
+    if isinstance(orig, property):
+        def get(self):
+            refuse()
+            return orig.__get__(self, type(self))
+        return property(get, orig.fset, orig.fdel, orig.__doc__)
+
+    @functools.wraps(orig)
+    def standin(*args, **kwargs):
+        refuse()
+        return orig(*args, **kwargs)
+    return standin
+
+
+@contextlib.contextmanager
+def switched_off(exercise: str, targets, namespaces=()):
+    """While inside, every target refuses calls from the learner's function (see ``_call``)
+    with "this exercise asks you to write <exercise> yourself". A target is a function —
+    replaced wherever a microtorch module, ``numpy``, or one of ``namespaces`` (the
+    learner's globals) holds it — or an ``(owner, attribute)`` pair: a method or property of
+    an engine class. Everything is put back on the way out, also after an error."""
+    undo = []
+    try:
+        modules = [m for name, m in list(sys.modules.items())
+                   if m is not None and (name == "microtorch" or name.startswith("microtorch.") or name == "numpy")]
+        spaces = [vars(m) for m in modules] + [ns for ns in namespaces if isinstance(ns, dict)]
+        for target in targets:
+            if isinstance(target, tuple):
+                owner, attr = target
+                orig = owner.__dict__[attr]
+                setattr(owner, attr, _standin(orig, exercise, _label(target)))
+                undo.append((owner, attr, orig, True))
+                continue
+            stand = _standin(target, exercise, _label(target))
+            for space in spaces:
+                for key, value in list(space.items()):
+                    if value is target:
+                        space[key] = stand
+                        undo.append((space, key, target, False))
+        yield
+    finally:
+        for where, key, orig, is_attr in reversed(undo):
+            if is_attr:
+                setattr(where, key, orig)
+            else:
+                where[key] = orig
+
+
+def checker(exercise: str | None = None, blocks=()):
     """Make ``check(fn)`` a checker: adds ``hidden=``, lets ``NotImplementedError`` through,
-    and remembers ``fn`` when it passes."""
+    switches off the engine code the exercise asks for (``blocks``: a function returning the
+    targets, see :func:`switched_off`) while the learner's function runs, and remembers
+    ``fn`` when it passes. ``exercise`` names what the learner writes."""
+    if callable(exercise):  # used bare, as @checker
+        return checker()(exercise)
 
-    @functools.wraps(check)
-    def run(fn, *args, hidden: bool = False, **kwargs):
-        if not callable(fn):
-            _fail(f"{check.__name__} needs your function itself (the name, without calling it); "
-                  f"it got {type(fn).__name__} {fn!r}.")
-        before, _HIDDEN[0] = _HIDDEN[0], bool(hidden)
-        try:
-            check(fn, *args, **kwargs)
-        finally:
-            _HIDDEN[0] = before
-        try:
-            _PASSED.add(fn)
-        except TypeError:  # a builtin or some other object without weak references
-            pass
+    def wrap(check):
+        @functools.wraps(check)
+        def run(fn, *args, hidden: bool = False, **kwargs):
+            if not callable(fn):
+                _fail(f"{check.__name__} needs your function itself (the name, without calling it); "
+                      f"it got {type(fn).__name__} {fn!r}.")
+            name = exercise or getattr(fn, "__name__", "this function")
+            before, _HIDDEN[0] = _HIDDEN[0], bool(hidden)
+            try:
+                with switched_off(name, blocks() if blocks else (),
+                                  [getattr(fn, "__globals__", None)]):
+                    check(fn, *args, **kwargs)
+            finally:
+                _HIDDEN[0] = before
+            try:
+                _PASSED.add(fn)
+            except TypeError:  # a builtin or some other object without weak references
+                pass
 
-    return run
+        return run
+
+    return wrap
+
+
+@contextlib.contextmanager
+def learner():
+    """Marks the learner's code running: switched-off engine code refuses calls."""
+    before, _LEARNER[0] = _LEARNER[0], True
+    try:
+        yield
+    finally:
+        _LEARNER[0] = before
 
 
 def has_passed(fn) -> bool:
@@ -87,9 +178,10 @@ def yours_or_engine(fn, engine):
 
 def _call(fn, where: str, *args):
     try:
-        return fn(*args)
-    except NotImplementedError:
-        raise  # the exercise is not done yet: show its hint, not a checker message
+        with learner():
+            return fn(*args)
+    except (NotImplementedError, WriteItYourself):
+        raise  # not done yet (show the stub's hint), or delegated to the engine (say so)
     except Exception as exc:
         args_text = ", ".join(repr(a) if not isinstance(a, Tensor) else f"<tensor of shape {a.shape}>"
                               for a in args)
