@@ -13,14 +13,14 @@ from .arena import check_align_up, check_bump_offsets, check_chunk_plan
 from .backprop import check_dependency_counts, check_numerical_grad, check_topo_order
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .pool import check_size_class_of, check_size_classes
-from .refcounts import check_leaked_storages, check_refcounts
+from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
 from .checking import has_passed, yours_or_engine
 from .views import check_alias_by_strides, check_extent, check_windows
 
 __all__ = ["fallbacks", "has_passed", "yours_or_engine",
-           "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages",
+           "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_windows",
            "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",
