@@ -437,7 +437,8 @@ def test_wrong_derivatives_from_output_are_explained(wrong, words):
      "for its backward"),
     (lambda c: c.fits and c.made_by_op and not c.saved_by and not c.alive_at_end
      and not (c.op in ("Mul", "Div") and c.other_needs_grad), "reads B later"),
-    (lambda c: c.fits and c.made_by_op and not c.saved_by and not c.later_reads, "still holds k"),
+    (lambda c: c.fits and c.made_by_op and not c.saved_by and not c.later_reads
+     and not (c.op in ("Mul", "Div") and c.other_needs_grad), "still holds k"),
     (lambda c: not c.saved_by and not c.later_reads and not c.alive_at_end, "does not fit"),
     (lambda c: None, "did you forget `return`"),
     (lambda c: "yes", "return True or False"),
