@@ -24,7 +24,6 @@ from ..tensor import Tensor
 _PASSED: "weakref.WeakSet" = weakref.WeakSet()
 _HIDDEN = [False]   # is the current checker run the hidden one?
 _LEARNER = [False]  # is the learner's function running right now?
-STRICT = [False]    # tests: the switched-off engine code refuses the checker's own calls too
 
 VISIBLE_SEED, HIDDEN_SEED = 20260, 918_273
 
@@ -34,7 +33,7 @@ def _fail(message: str):
 
 
 def _passed(name: str, n: int) -> None:
-    print(f"✓ {name}: all {n} cases agree with the engine.")
+    print(f"✓ {name}: all {n} cases right{' (the hidden ones)' if _HIDDEN[0] else ''}.")
 
 
 def hidden() -> bool:
@@ -65,7 +64,7 @@ def _standin(orig, exercise: str, label: str):
                "plain Python (and numpy) instead.")
 
     def refuse():
-        if _LEARNER[0] or STRICT[0]:
+        if _LEARNER[0]:
             raise WriteItYourself(message)
 
     if isinstance(orig, property):

@@ -118,7 +118,8 @@ def check_element_offset(fn) -> None:
             got = _call(fn, f"for view {name}, element {tuple(index)},", tuple(index), strides, offset)
             n += 1
             if got is None:
-                _fail("your function returned None: did you forget `return`?")
+                _fail(f"for view {name}, element {tuple(index)}: your function returned None: "
+                      "did you forget `return`?")
             if int(got) == want:
                 continue
             msg = (f"view {name} (shape {view.shape}, strides {strides}, offset {offset}): element "
