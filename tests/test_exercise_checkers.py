@@ -74,7 +74,7 @@ def test_the_notebooks_solution_passes_the_visible_and_the_hidden_cases(stem, na
     getattr(mt.exercises, check)(fn)
     getattr(mt.exercises, check)(fn, hidden=True)
     out = capsys.readouterr().out
-    assert out.count("✓") == 2 and "(the hidden ones)" in out
+    assert out.count("✓") >= 2 and "(the hidden ones)" in out
     assert mt.exercises.has_passed(fn)
 
 

@@ -1,10 +1,16 @@
-"""Checkers for the notebook exercises: run the learner's function against the engine.
+"""Checkers for the notebook exercises, and the hooks that run the engine on the learner's code.
 
-Each ``check_...(fn)`` calls ``fn`` on several cases, compares with what microtorch itself
-does, and either prints one line saying all cases agree, or raises ``AssertionError``
-whose message says, in plain words, which case went wrong, what was expected, and the
-most likely reason. The reference is always the engine's own behaviour (its strides, its
-bytes, its ``unbroadcast``), never a second copy of the answer.
+Each ``check_...(fn)`` calls ``fn`` on fixed and random cases (``hidden=True``: a second,
+larger random set, for autograding) and either prints one line saying all cases pass, or
+raises ``AssertionError`` whose message says, in plain words, which case went wrong, what
+was expected, what ``fn`` returned and the most likely reason. While ``fn`` runs, the engine
+code the exercise asks for is switched off ("this exercise asks you to write X yourself"),
+and the expected answers come from independent references (numpy, the rules written out,
+values stored in the engine's bytes), never from that engine code.
+
+``with use(unbroadcast=fn): ...`` (:mod:`.plugins`) runs the real engine on the learner's
+function; the checkers of those exercises also run a subset of the engine's own tests with
+it plugged in (:mod:`.suites`). ``course`` makes student versions and grades them (nbgrader).
 
 One module per notebook; every checker is importable from here.
 """
@@ -17,9 +23,11 @@ from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refc
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
 from .checking import has_passed, yours_or_engine
+from .plugins import PLUG_POINTS, use
+from .suites import run_suite
 from .views import check_alias_by_strides, check_extent, check_windows
 
-__all__ = ["fallbacks", "has_passed", "yours_or_engine",
+__all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "yours_or_engine",
            "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_windows",

@@ -32,7 +32,7 @@ ALIGN_CASES = ([(n, 64) for n in (0, 1, 5, 63, 64, 65, 127, 128, 129, 1000, 4096
                + [(10 ** 9 + 7, 64), (2 ** 40 + 1, 4096)])
 
 
-@checker("align_up", blocks=_arena_blocks)
+@checker("align_up", blocks=_arena_blocks, suite="align_up")
 def check_align_up(fn) -> None:
     """``fn(n, alignment) -> int``: the smallest multiple of ``alignment`` (a power of two)
     that is ≥ ``n``. Checked against ceiling division, on fixed and random cases (the

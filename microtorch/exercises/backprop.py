@@ -190,7 +190,7 @@ def _consumer_edges(nodes) -> list:
     return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
 
 
-@checker("topo_order", blocks=_walk_blocks)
+@checker("topo_order", blocks=_walk_blocks, suite="topological_order")
 def check_topo_order(fn) -> None:
     """``fn(root) -> list of nodes``: every node reachable from ``root`` (the loss's
     ``grad_fn``), each once, consumers first: a node comes before every node it sends a
@@ -265,7 +265,7 @@ def check_topo_order(fn) -> None:
     _passed("check_topo_order", len(cases))
 
 
-@checker("dependency_counts", blocks=_walk_blocks)
+@checker("dependency_counts", blocks=_walk_blocks, suite="dependency_counts")
 def check_dependency_counts(fn) -> None:
     """``fn(root) -> {node: count}``: for each node reachable from ``root`` (the loss's
     ``grad_fn``), how many edges point at it, i.e. how many gradients it must receive

@@ -80,6 +80,21 @@ def _standin(orig, exercise: str, label: str):
     return standin
 
 
+def _replace_everywhere(target, replacement, namespaces=()) -> list:
+    """Put ``replacement`` wherever a microtorch module, ``numpy`` or one of ``namespaces``
+    holds the function ``target``; returns ``[(namespace, key, target)]`` to undo it."""
+    modules = [m for name, m in list(sys.modules.items())
+               if m is not None and (name == "microtorch" or name.startswith("microtorch.") or name == "numpy")]
+    spaces = [vars(m) for m in modules] + [ns for ns in namespaces if isinstance(ns, dict)]
+    undo = []
+    for space in spaces:
+        for key, value in list(space.items()):
+            if value is target:
+                space[key] = replacement
+                undo.append((space, key, target))
+    return undo
+
+
 @contextlib.contextmanager
 def switched_off(exercise: str, targets, namespaces=()):
     """While inside, every target refuses calls from the learner's function (see ``_call``)
@@ -89,9 +104,6 @@ def switched_off(exercise: str, targets, namespaces=()):
     an engine class. Everything is put back on the way out, also after an error."""
     undo = []
     try:
-        modules = [m for name, m in list(sys.modules.items())
-                   if m is not None and (name == "microtorch" or name.startswith("microtorch.") or name == "numpy")]
-        spaces = [vars(m) for m in modules] + [ns for ns in namespaces if isinstance(ns, dict)]
         for target in targets:
             if isinstance(target, tuple):
                 owner, attr = target
@@ -100,11 +112,8 @@ def switched_off(exercise: str, targets, namespaces=()):
                 undo.append((owner, attr, orig, True))
                 continue
             stand = _standin(target, exercise, _label(target))
-            for space in spaces:
-                for key, value in list(space.items()):
-                    if value is target:
-                        space[key] = stand
-                        undo.append((space, key, target, False))
+            undo += [(space, key, orig, False)
+                     for space, key, orig in _replace_everywhere(target, stand, namespaces)]
         yield
     finally:
         for where, key, orig, is_attr in reversed(undo):
@@ -114,11 +123,13 @@ def switched_off(exercise: str, targets, namespaces=()):
                 where[key] = orig
 
 
-def checker(exercise: str | None = None, blocks=()):
+def checker(exercise: str | None = None, blocks=(), suite: str | None = None):
     """Make ``check(fn)`` a checker: adds ``hidden=``, lets ``NotImplementedError`` through,
     switches off the engine code the exercise asks for (``blocks``: a function returning the
-    targets, see :func:`switched_off`) while the learner's function runs, and remembers
-    ``fn`` when it passes. ``exercise`` names what the learner writes."""
+    targets, see :func:`switched_off`) while the learner's function runs, then (``suite``: a
+    plug point of :mod:`.plugins`) runs a subset of the engine's own tests with ``fn``
+    plugged into the engine, and remembers ``fn`` when all of it passes. ``exercise`` names
+    what the learner writes."""
     if callable(exercise):  # used bare, as @checker
         return checker()(exercise)
 
@@ -134,6 +145,10 @@ def checker(exercise: str | None = None, blocks=()):
                 with switched_off(name, blocks() if blocks else (),
                                   [getattr(fn, "__globals__", None)]):
                     check(fn, *args, **kwargs)
+                if suite and not hidden:
+                    from .suites import run_suite
+
+                    run_suite(suite, fn)
             finally:
                 _HIDDEN[0] = before
             try:

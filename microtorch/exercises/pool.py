@@ -151,7 +151,7 @@ def _class_of_cases():
     return [(n, m) for m in ms for n in ns]
 
 
-@checker("size_class_of", blocks=_pool_blocks)
+@checker("size_class_of", blocks=_pool_blocks, suite="size_class_of")
 def check_size_class_of(fn) -> None:
     """``fn(n, per_doubling) -> index or None``: the index, in
     ``mt.memory.size_classes(per_doubling=per_doubling)``, of the smallest class that can

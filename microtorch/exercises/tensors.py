@@ -167,7 +167,7 @@ def _unbroadcast_blocks():
     return [unbroadcast]
 
 
-@checker("unbroadcast", blocks=_unbroadcast_blocks)
+@checker("unbroadcast", blocks=_unbroadcast_blocks, suite="unbroadcast")
 def check_unbroadcast(fn) -> None:
     """``fn(g, shape) -> gradient of shape``: sum the gradient ``g`` (shaped like the op's
     output) back to an operand's ``shape``. Checked against a numpy sum over the copies,

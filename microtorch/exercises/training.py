@@ -72,7 +72,7 @@ def _random_momentum_cases(n: int) -> list:
              float(r.choice([0.0, 0.0, 0.01, 0.2])), int(r.integers(1, 6))) for k in range(n)]
 
 
-@checker("sgd_momentum_step", blocks=_sgd_blocks)
+@checker("sgd_momentum_step", blocks=_sgd_blocks, suite="sgd_momentum_step")
 def check_momentum_update(fn) -> None:
     """``fn(p, g, buf, step, lr, momentum, dampening, weight_decay)``: one step of SGD with
     momentum, PyTorch's formula, written **in place** into the numpy arrays ``p`` (the flat

@@ -100,7 +100,7 @@ def _big():
     return arange(64.0)
 
 
-@checker("extent", blocks=_view_blocks)
+@checker("extent", blocks=_view_blocks, suite="extent")
 def check_extent(fn) -> None:
     """``fn(offset, shape, strides) -> (lo, hi)``: the lowest and the highest storage position
     (elements, both inclusive) a view reads. Checked on
