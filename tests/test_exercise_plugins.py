@@ -22,9 +22,11 @@ PLUGS = {  # plug point -> (notebook, the solution's name)
     "unbroadcast": ("01_tensors_and_graphs", "unbroadcast"),
     "topological_order": ("02_backpropagation", "topo_order"),
     "dependency_counts": ("02_backpropagation", "dependency_counts"),
+    "peak_extra_bytes": ("03_refcounts_and_lifetimes", "peak_extra_bytes"),
     "align_up": ("04_arena_allocator", "align_up"),
     "size_class_of": ("05_memory_pool", "size_class_of"),
     "extent": ("06_views_and_aliasing", "extent"),
+    "derivative_from_output": ("07_inplace_and_versions", "derivative_from_output"),
     "sgd_momentum_step": ("08_training", "sgd_momentum_step"),
 }
 TESTS = [(plug, t) for plug, ts in suites.SUITES.items() for t in ts]
@@ -66,16 +68,19 @@ def test_the_notebook_solution_plugged_in_passes_the_suite_and_is_what_the_engin
 def test_the_engine_is_back_after_the_block_even_after_an_error():
     before = (mt.unbroadcast, mt.autograd._topological_order, mt.memory.align_up,
               mt.memory.Pool.__dict__["size_class"], mt.memory.aliasing.Layout.__dict__["extent"],
-              mt.optim.SGD.__dict__["_update"])
+              mt.optim.SGD.__dict__["_update"], mt.memory.Trace.__dict__["peak"],
+              "backward" in mt.functions.inplace_ops.Tanh_.__dict__, mt.functions.inplace_ops.Relu_.__dict__["backward"])
     with pytest.raises(ZeroDivisionError):
         with mt.exercises.use(unbroadcast=lambda g, s: 1 / 0, align_up=lambda n, a: n,
                               size_class_of=lambda n, m: 0, extent=lambda o, sh, st: (0, 0),
-                              topological_order=lambda r: [r], sgd_momentum_step=lambda *a: None):
+                              topological_order=lambda r: [r], sgd_momentum_step=lambda *a: None,
+                              peak_extra_bytes=lambda tr: (0, None), derivative_from_output=lambda op, z: None):
             a = mt.randn(2, 3, requires_grad=True)
             (a + mt.randn(3)).sum().backward()
     after = (mt.unbroadcast, mt.autograd._topological_order, mt.memory.align_up,
              mt.memory.Pool.__dict__["size_class"], mt.memory.aliasing.Layout.__dict__["extent"],
-             mt.optim.SGD.__dict__["_update"])
+             mt.optim.SGD.__dict__["_update"], mt.memory.Trace.__dict__["peak"],
+             "backward" in mt.functions.inplace_ops.Tanh_.__dict__, mt.functions.inplace_ops.Relu_.__dict__["backward"])
     assert after == before
 
 

@@ -89,7 +89,7 @@ def _inputs(op: str, xs) -> np.ndarray:
     return np.concatenate([np.array(xs, dtype=np.float64), np.round(extra, 3)])
 
 
-@checker("derivative_from_output", blocks=_backward_blocks)
+@checker("derivative_from_output", blocks=_backward_blocks, suite="derivative_from_output")
 def check_derivative_from_output(fn) -> None:
     """``fn(op, z) -> array or None``: the derivative dz/dx of the unary ``op`` (one of
     ``"relu", "exp", "sigmoid", "tanh", "sqrt", "log", "neg", "square", "abs"``) written

@@ -12,6 +12,8 @@ plug point             what the engine then calls                            not
 =====================  ====================================================  ========
 ``unbroadcast``        ``unbroadcast(g, shape)`` in every broadcasting op's   01
                        backward
+``peak_extra_bytes``   ``peak_extra_bytes(trace)``: ``Trace.peak`` (what the   03
+                       liveness picture marks as the peak)
 ``topological_order``  ``topo_order(root)``: the schedule of                 02
                        ``backward(order="topo")``
 ``dependency_counts``  ``dependency_counts(root)``: the pending counts of    02
@@ -23,6 +25,8 @@ plug point             what the engine then calls                            not
 ``extent``             ``extent(offset, shape, strides)``: the cheap alias   06
                        test (``mt.memory.alias(..., exact=False)`` and the
                        first step of the exact one)
+``derivative_from_``   ``derivative_from_output(op, z)``: the backward of     07
+``output``             ``relu_``, ``exp_``, ``sigmoid_``, ``tanh_``, ``sqrt_``
 ``sgd_momentum_step``  ``sgd_momentum_step(p, g, buf, step, lr, momentum,    08
                        dampening, weight_decay)``: ``mt.optim.SGD``'s update
 =====================  ====================================================  ========
@@ -49,6 +53,7 @@ def _engine():
     from ..memory.node_arena import PENDING
     from ..memory.pool import Pool
     from ..node import Function
+    from ..memory.trace import Trace
     from ..optim import SGD
     from ..tensor import Tensor
 
@@ -109,6 +114,26 @@ def _engine():
             return None if self.numel == 0 else tuple(fn(self.offset, self.shape, self.strides))
         return layout_extent
 
+    def peak(fn):
+        def trace_peak(self):
+            extra, step = fn(self)
+            start = self.replay().live_bytes()[0] if self.events else 0
+            return (start + int(extra), 0 if step is None else int(step))
+        return trace_peak
+
+    def from_output(fn):
+        def backward_of(op):
+            def backward(ctx, g):
+                (z,) = ctx.saved_tensors
+                d = fn(op, np.array(z._data))
+                if d is None:
+                    raise RuntimeError(f"your derivative_from_output says {op}'s derivative is not a "
+                                       "function of its output, but the engine's in-place "
+                                       f"{op}_ needs it")
+                return g * Tensor._wrap(np.asarray(d, dtype=g.dtype) * np.ones(z.shape, dtype=g.dtype))
+            return staticmethod(backward)
+        return {cls: backward_of(op) for op, cls in _from_output_ops().items()}
+
     def sgd(fn):
         def _update(self, group, state, p, g, step):
             if group["nesterov"] or group["maximize"]:
@@ -126,12 +151,25 @@ def _engine():
         "align_up": (block.align_up, lambda fn: fn),
         "size_class_of": (Pool, size_class),
         "extent": ((Layout, "extent"), extent),
+        "peak_extra_bytes": ((Trace, "peak"), peak),
+        "derivative_from_output": (None, from_output),
         "sgd_momentum_step": ((SGD, "_update"), sgd),
     }
 
 
-PLUG_POINTS = ("unbroadcast", "topological_order", "dependency_counts", "align_up", "size_class_of",
-               "extent", "sgd_momentum_step")
+PLUG_POINTS = ("unbroadcast", "topological_order", "dependency_counts", "peak_extra_bytes", "align_up",
+               "size_class_of", "extent", "derivative_from_output", "sgd_momentum_step")
+
+
+_INHERITED = object()  # a class had no attribute of its own: remove ours, not restore one
+
+
+def _from_output_ops() -> dict:
+    """op name -> the in-place op class whose backward uses only its output."""
+    from ..functions import inplace_ops as ops
+
+    return {"relu": ops.Relu_, "exp": ops.Exp_, "sigmoid": ops.Sigmoid_, "tanh": ops.Tanh_,
+            "sqrt": ops.Sqrt_}
 
 
 @contextlib.contextmanager
@@ -150,7 +188,11 @@ def use(**plugins):
                 raise TypeError(f"mt.exercises.use({name}=...) needs a function, got {type(fn).__name__}")
             target, wrap = engine[name]
             wrapped = wrap(fn)
-            if isinstance(target, tuple):  # a method of an engine class
+            if target is None:  # the backward of several op classes
+                for cls, backward in wrapped.items():
+                    undo.append((cls, "backward", cls.__dict__.get("backward", _INHERITED)))
+                    setattr(cls, "backward", backward)
+            elif isinstance(target, tuple):  # a method of an engine class
                 owner, attr = target
                 undo.append((owner, attr, owner.__dict__[attr]))
                 setattr(owner, attr, wrapped)
@@ -166,5 +208,22 @@ def use(**plugins):
             if owner is None:
                 for space, key, value in orig:
                     space[key] = value
+            elif orig is _INHERITED:
+                delattr(owner, attr)
             else:
                 setattr(owner, attr, orig)
+
+
+@contextlib.contextmanager
+def use_if_passed(**plugins):
+    """Like :func:`use`, for a notebook: plugs in each function that has passed its checker
+    in this session and leaves the engine's own in place for the others, saying which."""
+    from .checking import has_passed
+
+    mine = {name: fn for name, fn in plugins.items() if has_passed(fn)}
+    for name, fn in plugins.items():
+        who = getattr(fn, "__name__", name)
+        print(f"the engine runs on your {who}" if name in mine else
+              f"the engine runs on its own {name} (your {who} has not passed its checker yet)")
+    with use(**mine):
+        yield

@@ -420,7 +420,7 @@ def _peak_blocks():
             (Trace, "state_at"), (Replay, "live_bytes"), (Replay, "peak")]
 
 
-@checker("peak_extra_bytes", blocks=_peak_blocks)
+@checker("peak_extra_bytes", blocks=_peak_blocks, suite="peak_extra_bytes")
 def check_peak_extra_bytes(fn) -> None:
     """``fn(trace) -> (peak, step)``: the most bytes live at any moment *beyond* what was
     live when recording started, and the step (the event's ``"step"``) where that peak is

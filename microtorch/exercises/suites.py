@@ -171,6 +171,40 @@ def _deps_twice():
     assert np.isclose(x.grad.item(), 6.0), x.grad.item()
 
 
+# -- peak_extra_bytes (notebook 03) --------------------------------------------------------------
+def _step_trace():
+    from ..creation import manual_seed, randn
+    from ..functions.loss import mse_loss
+    from ..memory.trace import Trace
+    from ..nn import MLP
+
+    manual_seed(0)
+    model, X, Y = MLP(8, 16, 1), randn(32, 8), randn(32, 1)
+    tr = Trace()
+    with tr:
+        mse_loss(model(X), Y).backward()
+    return tr
+
+
+@_test("peak_extra_bytes")
+def _peak_of_a_step():
+    """Trace.peak of a training step is the highest point of its live-bytes curve, first reached there"""
+    tr = _step_trace()
+    curve = tr.replay().live_bytes()
+    peak, step = tr.peak()
+    assert peak == max(curve) and step == tr.events[curve.index(peak)]["step"], ((peak, step), max(curve))
+
+
+@_test("peak_extra_bytes")
+def _peak_in_the_liveness_picture():
+    """the liveness picture's facts carry that peak"""
+    from ..viz.liveness import liveness_facts
+
+    tr = _step_trace()
+    curve = tr.replay().live_bytes()
+    assert liveness_facts(tr).peak[0] == max(curve)
+
+
 # -- align_up (notebook 04) ---------------------------------------------------------------------
 @_test("align_up")
 def _arena_alignment():
@@ -269,6 +303,36 @@ def _alias_exact():
         a, b = views
         want = bool(np.intersect1d(a.numpy(), b.numpy()).size)
         assert (alias(a, b).answer == "must") == want, (a.stride(), a.storage_offset(), b.stride(), b.storage_offset())
+
+
+# -- derivative_from_output (notebook 07) ---------------------------------------------------------
+@_test("derivative_from_output")
+def _inplace_unary_grads():
+    """relu_, exp_, sigmoid_, tanh_, sqrt_ on an op's result: the gradient of the input matches finite differences"""
+    from ..creation import tensor
+
+    x0 = np.array([[0.3, -0.7, 1.1], [0.5, 0.2, -1.3]])
+    for op in ("relu", "exp", "sigmoid", "tanh", "sqrt"):
+        def f(x, op=op):
+            y = (x * x + 0.5) if op == "sqrt" else x * 1.0  # an op's result: in place is allowed on it
+            return (getattr(y, op + "_")() * 1.5).sum()
+        x = tensor(x0, requires_grad=True)
+        f(x).backward()
+        assert np.allclose(x.grad.numpy(), _numerical(f, x0), rtol=1e-5, atol=1e-7), op
+
+
+@_test("derivative_from_output")
+def _inplace_chain():
+    """a chain of in-place ops on op results, ((x * 1).tanh_() * 2).exp_(), then sigmoid_ of a copy, backpropagates correctly"""
+    from ..creation import tensor
+
+    x0 = np.array([0.4, -1.2, 0.9])
+
+    def f(x):
+        return (((x * 1.0).tanh_() * 2.0).exp_() * 1.0).sigmoid_().sum()
+    x = tensor(x0, requires_grad=True)
+    f(x).backward()
+    assert np.allclose(x.grad.numpy(), _numerical(f, x0), rtol=1e-5, atol=1e-7)
 
 
 # -- sgd_momentum_step (notebook 08) ----------------------------------------------------------------
