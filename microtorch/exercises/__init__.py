@@ -23,11 +23,11 @@ from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refc
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
 from .checking import has_passed, yours_or_engine
-from .plugins import PLUG_POINTS, use
+from .plugins import PLUG_POINTS, use, use_if_passed
 from .suites import run_suite
 from .views import check_alias_by_strides, check_extent, check_windows
 
-__all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "yours_or_engine",
+__all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
            "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_windows",
