@@ -5,6 +5,8 @@
 #   make bench   install micrograd (and torch, if it can be had), run benchmarks/run.py
 #   make strip   remove outputs from notebooks/*.ipynb
 #   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
+#   make student write student versions of notebooks 01-08 (nbgrader) into build/student/
+#   make grade NB=path/to/submitted.ipynb   autograde one submitted notebook (nbgrader)
 #   make clean   remove .venv and build/test leftovers
 #
 # Knobs:  PYTHON=python3.12   LAB_ARGS="--no-browser --port=8899"   PYTEST_ARGS="-k tensor -x"
@@ -26,7 +28,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 LAB_ROOT_ARG := --allow-root
 endif
 
-.PHONY: lab test bench mutate strip clean venv
+.PHONY: lab test bench mutate strip clean venv student grade
 
 # --- the virtual environment -------------------------------------------------------------
 # Created once; pip is upgraded once, right after creation.
@@ -74,6 +76,16 @@ bench: $(VENV)/.installed-bench
 mutate: $(VENV)/.installed-test,mutate
 	$(VENV)/bin/mutmut run --max-children $(MUTATE_CHILDREN) $(MUTATE_ARGS)
 	$(VENV)/bin/mutmut results
+
+# Coursework (nbgrader, the `course` extra). nbgrader runs `alembic` from PATH: .venv/bin goes first.
+COURSE := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MPLBACKEND=Agg $(VPY) -m microtorch.exercises.course
+
+student: $(VENV)/.installed-course
+	$(COURSE) student --out build/student
+
+grade: $(VENV)/.installed-course
+	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submitted.ipynb"; exit 2; }
+	$(COURSE) grade "$(NB)"
 
 # Clears outputs, execution counts and saved widget state; rewrites only notebooks that change.
 # Needs nothing but Python's json module, so it works before .venv exists.

@@ -1,23 +1,34 @@
-"""Checkers for the notebook exercises: run the learner's function against the engine.
+"""Checkers for the notebook exercises, and the hooks that run the engine on the learner's code.
 
-Each ``check_...(fn)`` calls ``fn`` on several cases, compares with what microtorch itself
-does, and either prints one line saying all cases agree, or raises ``AssertionError``
-whose message says, in plain words, which case went wrong, what was expected, and the
-most likely reason. The reference is always the engine's own behaviour (its strides, its
-bytes, its ``unbroadcast``), never a second copy of the answer.
+Each ``check_...(fn)`` calls ``fn`` on fixed and random cases (``hidden=True``: a second,
+larger random set, for autograding) and either prints one line saying all cases pass, or
+raises ``AssertionError`` whose message says, in plain words, which case went wrong, what
+was expected, what ``fn`` returned and the most likely reason. While ``fn`` runs, the engine
+code the exercise asks for is switched off ("this exercise asks you to write X yourself"),
+and the expected answers come from independent references (numpy, the rules written out,
+values stored in the engine's bytes), never from that engine code.
+
+``with use(unbroadcast=fn): ...`` (:mod:`.plugins`) runs the real engine on the learner's
+function; the checkers of those exercises also run a subset of the engine's own tests with
+it plugged in (:mod:`.suites`). ``course`` makes student versions and grades them (nbgrader).
 
 One module per notebook; every checker is importable from here.
 """
+from . import fallbacks
 from .arena import check_align_up, check_bump_offsets, check_chunk_plan
 from .backprop import check_dependency_counts, check_numerical_grad, check_topo_order
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .pool import check_size_class_of, check_size_classes
-from .refcounts import check_leaked_storages, check_refcounts
+from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
+from .checking import has_passed, yours_or_engine
+from .plugins import PLUG_POINTS, use, use_if_passed
+from .suites import run_suite
 from .views import check_alias_by_strides, check_extent, check_windows
 
-__all__ = ["check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages",
+__all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
+           "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_windows",
            "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",

@@ -1,12 +1,26 @@
 """Exercises of notebook 04 (the arena allocator): ``align_up``, a bump allocator's
 offsets and padding, and where chained growth puts each block.
 
-The reference is the engine's own :class:`~microtorch.memory.Arena`: the checkers make
-one, allocate the same sizes, and read back each block's chunk, offset and padding.
+While the learner's function runs, the engine's ``align_up`` and ``Arena`` are switched
+off. The references are independent: ceiling division, and a bump allocator and a chunk
+chain written here (tests/test_exercise_checkers.py checks that they agree with the
+engine's ``Arena`` on every case).
 """
 from __future__ import annotations
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker, hidden, rng
+
+
+def _arena_blocks():
+    from ..memory.arena import Arena
+    from ..memory.block import align_up
+
+    return [align_up, (Arena, "__init__"), (Arena, "alloc")]
+
+
+def _ceil_to(n: int, a: int) -> int:
+    """The reference for align_up: ceiling division, then back to bytes."""
+    return -(-n // a) * a
 
 
 # ----------------------------------------------------------------------------------------------
@@ -18,22 +32,17 @@ ALIGN_CASES = ([(n, 64) for n in (0, 1, 5, 63, 64, 65, 127, 128, 129, 1000, 4096
                + [(10 ** 9 + 7, 64), (2 ** 40 + 1, 4096)])
 
 
+@checker("align_up", blocks=_arena_blocks, suite="align_up")
 def check_align_up(fn) -> None:
     """``fn(n, alignment) -> int``: the smallest multiple of ``alignment`` (a power of two)
-    that is ≥ ``n``. Checked against ``mt.memory.align_up`` and against where a real
-    ``Arena`` with that alignment puts a block after ``n`` bytes.
+    that is ≥ ``n``. Checked against ceiling division, on fixed and random cases (the
+    engine's ``align_up`` and ``Arena`` are switched off meanwhile).
     """
-    from ..memory import Arena
-    from ..memory.block import align_up
-
-    for n, a in ALIGN_CASES:
-        want = align_up(n, a)
-        if n < 1 << 16:  # the engine's arena agrees: after n bytes, the next block starts at want
-            arena = Arena(capacity=max(2 * n + 2 * a, 64), alignment=a, name="exercise arena")
-            if n:
-                arena.alloc(n)
-            assert arena.alloc(1).offset == want
-            _dispose(arena)
+    r = rng()
+    cases = ALIGN_CASES + [(int(r.integers(0, 1 << int(r.integers(1, 41)))), 1 << int(r.integers(0, 13)))
+                           for _ in range(200 if hidden() else 40)]
+    for n, a in cases:
+        want = _ceil_to(n, a)
         where = f"for n = {n}, alignment = {a}:"
         got = _call(fn, where, n, a)
         if got is None:
@@ -60,7 +69,7 @@ def check_align_up(fn) -> None:
         else:
             hint = f"{got} is a multiple of {a} and ≥ {n}, but not the smallest one: that wastes bytes."
         _fail(msg + "\n" + hint)
-    _passed("check_align_up", len(ALIGN_CASES))
+    _passed("check_align_up", len(cases))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -77,26 +86,35 @@ BUMP_CASES = [
 ]
 
 
-def _engine_bump(sizes, alignment):
-    from ..memory import Arena
+def _reference_bump(sizes, alignment):
+    """``(offsets, padding, used)`` of bump-allocating ``sizes`` from offset 0."""
+    offsets, padding, top = [], 0, 0
+    for n in sizes:
+        start = _ceil_to(top, alignment)
+        padding += start - top
+        offsets.append(start)
+        top = start + n
+    return offsets, padding, top
 
-    arena = Arena(capacity=sum(sizes) + alignment * (len(sizes) + 1), alignment=alignment,
-                  name="exercise arena")
-    offsets = [arena.alloc(n).offset for n in sizes]
-    assert arena.growths == 0
-    out = offsets, arena.padding, arena.used
-    _dispose(arena)
-    return out
+
+def _random_sizes(r, count: int, most: int) -> list[int]:
+    return [int(n) for n in r.integers(1, most, count)]
 
 
+@checker("bump_offsets", blocks=_arena_blocks)
 def check_bump_offsets(fn) -> None:
     """``fn(sizes, alignment) -> (offsets, padding)``: bump-allocate ``sizes`` (bytes, in
     order) from one chunk that starts at offset 0: each block starts at the top rounded up
     to ``alignment``. Return each block's offset and the total padding (bytes skipped
-    *before* blocks to reach the alignment). Checked against ``mt.memory.Arena``.
+    *before* blocks to reach the alignment). Checked against a bump allocator written here,
+    on fixed and random cases (the engine's ``Arena`` and ``align_up`` are switched off
+    meanwhile: use your own ``align_up``).
     """
-    for sizes, a in BUMP_CASES:
-        offsets, padding, used = _engine_bump(sizes, a)
+    r = rng()
+    cases = BUMP_CASES + [(_random_sizes(r, int(r.integers(1, 12)), 300), 1 << int(r.integers(0, 8)))
+                          for _ in range(30 if hidden() else 8)]
+    for sizes, a in cases:
+        offsets, padding, used = _reference_bump(sizes, a)
         where = f"for sizes {sizes} with alignment {a}:"
         got = _call(fn, where, list(sizes), a)
         if got is None:
@@ -114,7 +132,7 @@ def check_bump_offsets(fn) -> None:
             if g == w:
                 continue
             top = offsets[i - 1] + sizes[i - 1] if i else 0
-            msg = (f"{where} block {i} ({sizes[i]} bytes) starts at offset {w} in the engine's arena "
+            msg = (f"{where} block {i} ({sizes[i]} bytes) starts at offset {w} in a real arena "
                    f"(the top was at {top}, rounded up to a multiple of {a}); you said {g}.")
             if i and g == top:
                 hint = "You forgot the alignment: round the top up before placing the block."
@@ -129,7 +147,7 @@ def check_bump_offsets(fn) -> None:
                 hint = "offset = align_up(top, alignment); then the top moves to offset + size."
             _fail(msg + "\n" + hint)
         if got_padding != padding:
-            msg = (f"{where} your offsets are right, but the engine's arena counts {padding} bytes of "
+            msg = (f"{where} your offsets are right, but a real arena counts {padding} bytes of "
                    f"padding; you said {got_padding}.")
             if got_padding == padding + (-(used) % a):
                 hint = ("You also counted the bytes after the LAST block up to the next multiple. "
@@ -141,7 +159,7 @@ def check_bump_offsets(fn) -> None:
             else:
                 hint = "padding = sum over blocks of (offset - top before the block)."
             _fail(msg + "\n" + hint)
-    _passed("check_bump_offsets", len(BUMP_CASES))
+    _passed("check_bump_offsets", len(cases))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,25 +175,20 @@ CHUNK_CASES = [
 ]
 
 
-def _engine_chunks(sizes, capacity, alignment, growth):
-    from ..memory import Arena
-
-    arena = Arena(capacity=capacity, alignment=alignment, growth=growth, name="exercise arena")
-    placed = []
+def _reference_chunks(sizes, capacity, alignment, growth):
+    """``(placements, chunks)`` of an arena that chains a new chunk when a block does not fit."""
+    chunks, placed, top = [_ceil_to(capacity, alignment)], [], 0
     for n in sizes:
-        b = arena.alloc(n)
-        placed.append((b.chunk, b.offset))
-    out = placed, [c.nbytes for c in arena.chunks]
-    _dispose(arena)
-    return out
+        start = _ceil_to(top, alignment)
+        if start + n > chunks[-1]:
+            chunks.append(max(_ceil_to(n, alignment), _ceil_to(int(sum(chunks) * (growth - 1)), alignment)))
+            start = 0
+        placed.append((len(chunks) - 1, start))
+        top = start + n
+    return placed, chunks
 
 
-def _dispose(arena) -> None:
-    """Reset a checker's arena: its blocks point back at it (a reference cycle), so without
-    this it would linger — and show up in traces — until Python's cycle collector runs."""
-    arena.reset()
-
-
+@checker("chunk_plan", blocks=_arena_blocks)
 def check_chunk_plan(fn) -> None:
     """``fn(sizes, capacity, alignment, growth) -> (placements, chunks)``: where an arena
     that starts with one chunk of ``capacity`` bytes (rounded up to ``alignment``) puts
@@ -183,10 +196,15 @@ def check_chunk_plan(fn) -> None:
     at the end. A block that does not fit in the current chunk goes to the start of a new
     chunk, chained at the end, of ``max(align_up(n), align_up(int(total * (growth - 1))))``
     bytes, where ``total`` is the capacity of all chunks so far; the old chunk's tail is
-    skipped. Checked against ``mt.memory.Arena``.
+    skipped. Checked against a chunk chain written here, on fixed and random cases (the
+    engine's ``Arena`` is switched off meanwhile).
     """
-    for sizes, capacity, a, growth in CHUNK_CASES:
-        placed, chunks = _engine_chunks(sizes, capacity, a, growth)
+    r = rng()
+    cases = CHUNK_CASES + [(_random_sizes(r, int(r.integers(2, 14)), 900), int(r.integers(64, 2048)),
+                            1 << int(r.integers(3, 7)), float(r.choice([1.25, 1.5, 2.0])))
+                           for _ in range(30 if hidden() else 8)]
+    for sizes, capacity, a, growth in cases:
+        placed, chunks = _reference_chunks(sizes, capacity, a, growth)
         where = f"for sizes {sizes}, capacity {capacity}, alignment {a}, growth {growth}:"
         got = _call(fn, where, list(sizes), capacity, a, growth)
         if got is None:
@@ -203,8 +221,8 @@ def check_chunk_plan(fn) -> None:
         for i, (g, w) in enumerate(zip(got_placed, placed)):
             if g == w:
                 continue
-            msg = (f"{where} block {i} ({sizes[i]} bytes) goes to chunk {w[0]} at offset {w[1]} in the "
-                   f"engine's arena; you said chunk {g[0]}, offset {g[1]}.")
+            msg = (f"{where} block {i} ({sizes[i]} bytes) goes to chunk {w[0]} at offset {w[1]} in a real "
+                   f"arena; you said chunk {g[0]}, offset {g[1]}.")
             before = chunks[: w[0] + 1]
             if g[0] == w[0] - 1:
                 hint = (f"It does not fit in chunk {g[0]} ({chunks[g[0]]} bytes): offset {g[1]} + "
@@ -219,7 +237,7 @@ def check_chunk_plan(fn) -> None:
                         f"{a}). The chunks so far are {before} bytes.")
             _fail(msg + "\n" + hint)
         if got_chunks != chunks:
-            msg = (f"{where} your placements are right, but the engine's chunks are {chunks} bytes; "
+            msg = (f"{where} your placements are right, but a real arena's chunks are {chunks} bytes; "
                    f"you said {got_chunks}.")
             k = next((i for i, (g, w) in enumerate(zip(got_chunks, chunks)) if g != w),
                      min(len(got_chunks), len(chunks)))
@@ -239,4 +257,4 @@ def check_chunk_plan(fn) -> None:
             else:
                 hint = "Chain exactly one chunk per request that does not fit, no more."
             _fail(msg + "\n" + hint)
-    _passed("check_chunk_plan", len(CHUNK_CASES))
+    _passed("check_chunk_plan", len(cases))

@@ -1,11 +1,17 @@
-"""Exercises of notebook 02 (backpropagation): topological order, dependency counts, numerical gradients."""
+"""Exercises of notebook 02 (backpropagation): topological order, dependency counts, numerical gradients.
+
+While the learner's function runs, the engine's own graph walks (``_topological_order``,
+``_dependencies``) and its backward and gradcheck are switched off. The references are
+independent: a reachable set and edge counts walked here, and gradients written out by hand
+in numpy.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ..creation import randn
 from ..tensor import Tensor
-from .checking import _as_array, _call, _fail, _passed
+from .checking import HIDDEN_SEED, _as_array, _call, _fail, _passed, checker, hidden, learner, rng
 
 
 def _graph_cases(deep: int = 5000):
@@ -88,7 +94,56 @@ def _graph_cases(deep: int = 5000):
     for k in range(1, deep + 1):
         y = n(f"y{k}", y * 1.0001)
     cases.append((what, y, labels))
+
+    r = rng()
+    for k in range(12 if hidden() else 4):  # random graphs: each value made from 1-2 earlier ones
+        what, labels, n = case(f"random graph #{k + 1}")
+        values = [n(f"x{i}", randn(2, dtype="float64", generator=g, requires_grad=True)) for i in range(2)]
+        lines = []
+        for i in range(int(r.integers(4, 12))):
+            a, b = (values[int(j)] for j in r.integers(0, len(values), 2))
+            kind = int(r.integers(0, 3))
+            v = n(f"v{i}", a * b if kind == 0 else a + b if kind == 1 else a.tanh())
+            lines.append(f"v{i} = " + (f"{a.name} * {b.name}", f"{a.name} + {b.name}", f"tanh({a.name})")[kind])
+            values.append(v)
+        picks = sorted({int(j) for j in r.integers(2, len(values), 2)} | {len(values) - 1})
+        loss = values[picks[0]]
+        for j in picks[1:]:
+            loss = loss + values[j]
+        lines.append("loss = (" + " + ".join(values[j].name for j in picks) + ").sum()")
+        cases.append((what + ": " + "; ".join(lines), n("loss", loss.sum()), labels))
     return cases
+
+
+def _reachable(root) -> list:
+    """The reference: every node reachable from ``root``, found by a plain worklist walk."""
+    from ..node import Function
+
+    seen, todo = {root: None}, [root]
+    while todo:
+        for e in todo.pop().next:
+            if isinstance(e, Function) and e not in seen:
+                seen[e] = None
+                todo.append(e)
+    return list(seen)
+
+
+def _edge_counts(nodes) -> dict:
+    """The reference: for each node, the number of edges from ``nodes`` pointing at it."""
+    from ..node import Function
+
+    counts = dict.fromkeys(nodes, 0)
+    for u in nodes:
+        for v in u.next:
+            if isinstance(v, Function):
+                counts[v] += 1
+    return counts
+
+
+def _walk_blocks():
+    from ..autograd import _dependencies, _topological_order
+
+    return [_topological_order, _dependencies]
 
 
 def _label(labels: dict, x) -> str:
@@ -104,14 +159,15 @@ def _label(labels: dict, x) -> str:
 def _call_walk(fn, where: str, root):
     """``fn(root)``, with a plain-words failure for deep recursion."""
     try:
-        return fn(root)
+        with learner():
+            return fn(root)
     except RecursionError:
         _fail(f"{where}your function hit Python's recursion limit (about "
               f"{__import__('sys').getrecursionlimit()} nested calls). A recursive walk goes one "
               "call deeper per node, and real graphs (an RNN unrolled over a long sequence, a "
               "deep network) are deeper than that. Walk with an explicit stack (a list you "
               "append to and pop from) instead of recursion.")
-    except AssertionError:
+    except (AssertionError, NotImplementedError):
         raise
     except Exception as exc:
         _fail(f"{where}your function raised {type(exc).__name__}: {exc}\n"
@@ -134,22 +190,22 @@ def _consumer_edges(nodes) -> list:
     return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
 
 
+@checker("topo_order", blocks=_walk_blocks, suite="topological_order")
 def check_topo_order(fn) -> None:
     """``fn(root) -> list of nodes``: every node reachable from ``root`` (the loss's
     ``grad_fn``), each once, consumers first: a node comes before every node it sends a
     gradient to (the nodes in its ``next_functions``). That is the order in which backward
     may run them. Checked on graphs built by the engine (shared subexpressions, paths of
-    different lengths, a deep chain), against the nodes the engine's own
-    ``_topological_order`` reaches.
+    different lengths, a deep chain, random graphs): every reachable node once, and every
+    edge respected.
     """
-    from ..autograd import _topological_order
     from ..node import Function
 
     cases = _graph_cases()
     for what, loss, labels in cases:
         root = loss.grad_fn
         where = f"for the graph: {what}\n"
-        want = _topological_order([(root, None, loss)])
+        want = _reachable(root)
         got = _call_walk(fn, where, root)
         if got is None:
             _fail(f"{where}your function returned None: did you forget `return`?")
@@ -209,22 +265,22 @@ def check_topo_order(fn) -> None:
     _passed("check_topo_order", len(cases))
 
 
+@checker("dependency_counts", blocks=_walk_blocks, suite="dependency_counts")
 def check_dependency_counts(fn) -> None:
     """``fn(root) -> {node: count}``: for each node reachable from ``root`` (the loss's
     ``grad_fn``), how many edges point at it, i.e. how many gradients it must receive
     before it can run (the loss's own node: 0; nodes you leave out count as 0). Checked
-    against the counts the engine's ``_dependencies`` writes into each node's record
-    (``node.record["pending"]``) before backward starts.
+    against edge counts taken here over the reachable nodes (the engine's ``_dependencies``
+    is switched off meanwhile).
     """
-    from ..autograd import _dependencies
     from ..node import Function
 
     cases = _graph_cases()
     for what, loss, labels in cases:
         root = loss.grad_fn
         where = f"for the graph: {what}\n"
-        reachable = _dependencies([(root, None, loss)])
-        want = {node: int(node.record["pending"]) for node in reachable}
+        reachable = _reachable(root)
+        want = _edge_counts(reachable)
         got = _call_walk(fn, where, root)
         if got is None:
             _fail(f"{where}your function returned None: did you forget `return`?")
@@ -274,36 +330,65 @@ def check_dependency_counts(fn) -> None:
     _passed("check_dependency_counts", len(cases))
 
 
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
 def _numerical_grad_cases():
+    """``(what, f, x, grad)``: ``grad(x)`` is the gradient written out by hand, in numpy."""
     from ..creation import Generator, tensor
 
-    g = Generator().manual_seed(3)
+    g = Generator().manual_seed(HIDDEN_SEED if hidden() else 3)
     W = randn(3, 2, dtype="float64", generator=g)
-    return [
-        ("f(x) = sum(x ** 3)", lambda x: (x ** 3).sum(), tensor([0.5, -1.0, 2.0], dtype="float64")),
-        ("f(x) = tanh(x * x), x a 0-d tensor", lambda x: (x * x).tanh(), tensor(0.7, dtype="float64")),
+    Wn = W.numpy()
+    cases = [
+        ("f(x) = sum(x ** 3)", lambda x: (x ** 3).sum(), lambda x: 3 * x ** 2,
+         tensor([0.5, -1.0, 2.0], dtype="float64")),
+        ("f(x) = tanh(x * x), x a 0-d tensor", lambda x: (x * x).tanh(),
+         lambda x: (1 - np.tanh(x * x) ** 2) * 2 * x, tensor(0.7, dtype="float64")),
         ("f(x) = sum(tanh(x @ W)) for a (2, 3) x", lambda x: (x @ W).tanh().sum(),
-         randn(2, 3, dtype="float64", generator=g)),
+         lambda x: (1 - np.tanh(x @ Wn) ** 2) @ Wn.T, randn(2, 3, dtype="float64", generator=g)),
         ("f(x) = log(sum(exp(x)))", lambda x: x.exp().sum().log(),
-         randn(2, 2, dtype="float64", generator=g)),
+         lambda x: np.exp(x) / np.exp(x).sum(), randn(2, 2, dtype="float64", generator=g)),
         ("f(x) = mean(x * x.sigmoid())", lambda x: (x * x.sigmoid()).mean(),
+         lambda x: (_sigmoid(x) + x * _sigmoid(x) * (1 - _sigmoid(x))) / x.size,
          randn(5, dtype="float64", generator=g)),
     ]
+    r = rng()
+    for _ in range(6 if hidden() else 2):  # the same functions at random points and shapes
+        what, f, grad, x = cases[int(r.integers(0, len(cases)))]
+        if x.ndim == 0:
+            x = tensor(float(r.uniform(-1.5, 1.5)), dtype="float64")
+        elif "@ W" in what:
+            x = tensor(r.standard_normal((int(r.integers(1, 4)), 3)), dtype="float64")
+        else:
+            x = tensor(r.standard_normal(tuple(int(k) for k in r.integers(1, 4, int(r.integers(1, 3))))),
+                       dtype="float64")
+        cases.append((what, f, grad, x))
+    return [(what, f, x, grad) for what, f, grad, x in cases]
 
 
+def _gradient_blocks():
+    from .. import autograd
+    from ..gradcheck import gradcheck
+    from ..tensor import Tensor
+
+    return [(Tensor, "backward"), autograd.backward, autograd.grad, gradcheck]
+
+
+@checker("numerical_grad", blocks=_gradient_blocks)
 def check_numerical_grad(fn, eps: float = 1e-4) -> None:
     """``fn(f, x, eps) -> array shaped like x``: central differences
     ``(f(x + eps·eᵢ) − f(x − eps·eᵢ)) / 2eps`` for every element i of ``x``, where ``f``
     maps a float64 tensor to a 0-d tensor. ``x`` must hold its original numbers again when
-    ``fn`` returns. Checked against the engine's backward (``f(x).backward()``).
+    ``fn`` returns. Checked against gradients written out by hand (the engine's backward is
+    switched off meanwhile: the exercise is to get them without it).
     """
     cases = _numerical_grad_cases()
-    for what, f, x in cases:
+    for what, f, x, grad in cases:
         where = f"for {what}, at x of shape {tuple(x.shape)}:\n"
         x0 = np.array(x._data)
-        xr = x.detach().clone().requires_grad_()
-        f(xr).backward()
-        want = xr.grad.numpy().astype(np.float64)
+        want = np.asarray(grad(x0.copy()), dtype=np.float64)
         got = _call(fn, where.rstrip(":\n") + ",", f, x, eps)
         if got is None:
             _fail(f"{where}your function returned None: did you forget `return`?")
@@ -319,7 +404,7 @@ def check_numerical_grad(fn, eps: float = 1e-4) -> None:
         if np.all(np.abs(got_a - want) <= tol):
             continue
         one_sided = _one_sided(f, x0, eps)
-        msg = f"{where}you returned\n{got_a}\nbut the engine's backward gives\n{want}\n"
+        msg = f"{where}you returned\n{got_a}\nbut the true gradient is\n{want}\n"
         if np.allclose(got_a, 0):
             hint = ("All zeros: f never saw your perturbation. If you changed a copy (np.array(x), "
                     "x.numpy().copy()), f(x) still reads the old numbers. Either write into "

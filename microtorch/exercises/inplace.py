@@ -2,8 +2,10 @@
 output, and which ops of a recorded program can run in place.
 
 :func:`candidates` turns a recorded trace into the facts :func:`~microtorch.memory.inplace_plan`
-weighs for each op that has an in-place variant (a learner can ``print`` them); the checkers
-compare a learner's verdicts with the plan's and with the engine's own backward.
+weighs for each op that has an in-place variant (a learner can ``print`` them). While the
+learner's function runs, the engine's backward and its in-place plan are switched off. The
+references are independent: each derivative written out in numpy, and the in-place rule
+written out over the facts (tests/test_exercise_checkers.py checks both against the engine).
 """
 from __future__ import annotations
 
@@ -11,7 +13,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checking import _as_array, _call, _fail, _passed
+from .checking import _as_array, _call, _fail, _passed, checker, hidden, rng
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+#: op -> (forward, derivative at x), in numpy: the reference for exercise 1
+NUMPY_SLOPES = {
+    "relu": (lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(np.float64)),
+    "exp": (np.exp, np.exp),
+    "sigmoid": (_sig, lambda x: _sig(x) * (1 - _sig(x))),
+    "tanh": (np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+    "sqrt": (np.sqrt, lambda x: 0.5 / np.sqrt(x)),
+    "log": (np.log, lambda x: 1 / x),
+    "neg": (np.negative, lambda x: -np.ones_like(x)),
+    "square": (np.square, lambda x: 2 * x),
+    "abs": (np.abs, np.sign),
+}
+
+
+def _backward_blocks():
+    from .. import autograd
+    from ..tensor import Tensor
+
+    return [(Tensor, "backward"), autograd.backward, autograd.grad]
+
+
+def _plan_blocks():
+    from ..memory import inplace_analysis
+
+    return [inplace_analysis.inplace_plan, inplace_analysis._decide, inplace_analysis._refusal]
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: which derivatives can be computed from the output alone?
@@ -42,35 +75,40 @@ _UNARY = {
 DERIVATIVE_OPS = ["relu", "exp", "square", "sigmoid", "tanh", "abs", "sqrt", "log", "neg"]
 
 
-def _engine_slope(op: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(z, dz/dx) at x, from the engine's own forward and backward (float64)."""
-    from ..creation import tensor
-
-    xt = tensor(x, dtype="float64", requires_grad=True)
-    z = _UNARY[op][1](xt)
-    z.sum().backward()
-    return z.detach().numpy().copy(), xt.grad.numpy().copy()
+def _slope(op: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(z, dz/dx) at x, written out in numpy (float64)."""
+    forward, slope = NUMPY_SLOPES[op]
+    return forward(x), slope(x)
 
 
+def _inputs(op: str, xs) -> np.ndarray:
+    """The fixed inputs, and random ones in the op's domain (positive for sqrt and log)."""
+    r = rng()
+    extra = r.uniform(0.1, 4.0, 20 if hidden() else 5) if op in ("sqrt", "log") else \
+        r.uniform(-3.0, 3.0, 20 if hidden() else 5) + 0.01
+    return np.concatenate([np.array(xs, dtype=np.float64), np.round(extra, 3)])
+
+
+@checker("derivative_from_output", blocks=_backward_blocks, suite="derivative_from_output")
 def check_derivative_from_output(fn) -> None:
     """``fn(op, z) -> array or None``: the derivative dz/dx of the unary ``op`` (one of
     ``"relu", "exp", "sigmoid", "tanh", "sqrt", "log", "neg", "square", "abs"``) written
     as a function of its **output** ``z`` alone (a float64 numpy array), or ``None`` if the
     output does not determine it. An in-place op overwrites its input, so its backward can
-    use only the output: this is which ones can. Checked against the engine's backward of
-    the out-of-place op at several inputs.
+    use only the output: this is which ones can. Checked against the derivatives written
+    out in numpy, at fixed and random inputs (the engine's backward is switched off meanwhile).
     """
     for op in DERIVATIVE_OPS:
         words, _, xs, why = _UNARY[op]
-        x = np.array(xs, dtype=np.float64)
-        z, want = _engine_slope(op, x)
+        x = _inputs(op, xs)
+        z, want = _slope(op, x)
         where = f"for {op} ({words}), at z = {np.round(z, 4).tolist()}:"
         got = _call(fn, where, op, z.copy())
         if why is None:  # the output does not determine the slope: find two x with one z
             if got is None:
                 continue
             x2 = -x
-            z2, slope2 = _engine_slope(op, x2)
+            z2, slope2 = _slope(op, x2)
             i = int(np.argmax(np.abs(want - slope2) * (np.abs(z - z2) < 1e-12)))
             _fail(f"{where}\nyou returned numbers, but no function of z can be right here: "
                   f"x = {x[i]:g} and x = {x2[i]:g} both give z = {z[i]:g}, with slopes {want[i]:g} "
@@ -86,11 +124,11 @@ def check_derivative_from_output(fn) -> None:
                   "(or one number, if the slope is the same everywhere), or None.")
         if np.allclose(got_a, want, rtol=1e-7, atol=1e-9):
             continue
-        msg = (f"{where}\nyou returned {np.round(got_a, 4).tolist()},\nbut the engine's backward "
-               f"gives {np.round(want, 4).tolist()}.\n")
+        msg = (f"{where}\nyou returned {np.round(got_a, 4).tolist()},\nbut the derivative "
+               f"is {np.round(want, 4).tolist()}.\n")
         as_if_input = None
         if op not in ("sqrt", "log") or np.all(z > 0):
-            _, as_if_input = _engine_slope(op, z)
+            _, as_if_input = _slope(op, z)
         if as_if_input is not None and np.allclose(got_a, as_if_input, rtol=1e-7, atol=1e-9):
             hint = (f"Those are the slopes of {op} at x = z: you used z as if it were the input. "
                     f"z is already {op}(x); write the derivative in terms of it.")
@@ -207,18 +245,22 @@ def _cases(trace):
             tid, sid = e["inputs"][p], ins[p]
             other = 1 - p if len(ins) == 2 else None
             t, o = tensors[tid], tensors[e["output"]]
-            later = []
-            for step, op, reader in reads.get(sid, []):
-                if step <= e["step"]:
-                    continue
-                if phase_of.get(step) == "backward":  # backward reads saved bytes through fresh tensors
-                    later.append(f"{op} (during backward)")
-                else:
-                    later.append(op + ("" if reader == tid else f" through {names.get(reader, f't{reader}')}"))
             savers: dict = {}  # one entry per node that saved the bytes (its first label)
             for _, op, s in saved.get(sid, []):
                 if s != node:
                     savers.setdefault(s, f"{op} (rewritten in place)" if op.endswith("_") else op)
+            later = []
+            for step, op, reader in reads.get(sid, []):
+                if step <= e["step"]:
+                    continue
+                if phase_of.get(step) == "backward":
+                    # backward reads saved bytes (through fresh tensors): only the nodes that
+                    # saved them do, so with no other saver these are this op's own backward
+                    # reading what it saved — what the Mul/Div rule is about, not a later read
+                    if savers:
+                        later.append(f"{op} (during backward)")
+                else:
+                    later.append(op + ("" if reader == tid else f" through {names.get(reader, f't{reader}')}"))
             c = Candidate(
                 line=line, op=e["op"], method=method, overwrites=names.get(tid, f"t{tid}"),
                 other=None if other is None else names.get(e["inputs"][other], "?"),
@@ -361,7 +403,74 @@ def _inplace_programs():
     programs.append(("h = x @ W; m = h * V; k = m * c; e = exp(k); g = sigmoid(e); q = g / 4; "
                      "loss = sum(q); then loss.backward(), and the caller keeps k  "
                      "(W, V require grad; c is data)", weights))
+
+    def factors():  # Mul/Div where only "the other factor needs its gradient" keeps it out of place
+        x, W, V, c = leaves(x=((3, 4), False), W=((4, 4), True), V=((3, 4), True), c=((3, 4), False))
+
+        def body():
+            h = named(x @ W, "h")
+            m = named(h * V, "m")
+            n = named(m / V, "n")
+            k = named(n * c, "k")
+            q = named(k / c, "q")
+            return named(q.sum(), "loss")
+        with record() as tr:
+            body().backward()
+        return tr
+    programs.append(("h = x @ W; m = h * V; n = m / V; k = n * c; q = k / c; loss = sum(q); "
+                     "then loss.backward()  (W, V require grad; c is data)", factors))
+    r = rng()
+    for k in range(10 if hidden() else 3):
+        programs.append(_random_program(k, leaves, named, record, int(r.integers(1 << 30))))
     return programs
+
+
+def _random_program(k, leaves, named, record, seed):
+    """A random chain of unary ops, products and quotients with leaves that need a gradient
+    or not, sometimes reusing an earlier value (so it is read later)."""
+    r = np.random.default_rng(seed)
+    x, W, V, c = leaves(x=((3, 4), False), W=((4, 4), True), V=((3, 4), bool(r.random() < 0.6)),
+                        c=((3, 4), False))
+    steps = [(("relu", "exp", "sigmoid", "tanh", "mulV", "divV", "mulc", "divc", "add")[int(i)],
+              bool(r.random() < 0.25)) for i in r.integers(0, 9, int(r.integers(3, 7)))]
+    text = ["v0 = x @ W"]
+
+    def body():
+        vals = [named(x @ W, "v0")]
+        for i, (op, reuse) in enumerate(steps, 1):
+            a = vals[-1]
+            if op in ("relu", "exp", "sigmoid", "tanh"):
+                v = getattr(a, op)() if op != "exp" else (a * 0.1).exp()
+            elif op == "add":
+                v = a + vals[0] if reuse else a + c
+            else:
+                other = V if op.endswith("V") else c
+                v = a * other if op.startswith("mul") else a / (other * other + 1.0)
+            vals.append(named(v, f"v{i}"))
+        return named(vals[-1].sum(), "loss")
+    for i, (op, reuse) in enumerate(steps, 1):
+        a = f"v{i - 1}"
+        text.append(f"v{i} = " + {"relu": f"relu({a})", "exp": f"exp({a} * 0.1)", "sigmoid": f"sigmoid({a})",
+                                  "tanh": f"tanh({a})", "mulV": f"{a} * V", "divV": f"{a} / (V * V + 1)",
+                                  "mulc": f"{a} * c", "divc": f"{a} / (c * c + 1)",
+                                  "add": f"{a} + v0" if reuse else f"{a} + c"}[op])
+
+    def run():
+        with record() as tr:
+            body().backward()
+        return tr
+    grad = "W, V require grad" if V.requires_grad else "W requires grad, V does not"
+    return (f"random program #{k + 1}: " + "; ".join(text) + f"; loss = sum(v{len(steps)}); then "
+            f"loss.backward()  ({grad}; x, c are data)", run)
+
+
+def reference_verdict(c) -> bool:
+    """The reference for exercise 2: the in-place rule, written out over the facts."""
+    if not c.fits or not c.made_by_op:
+        return False
+    if c.op in ("Mul", "Div") and c.other_needs_grad:
+        return False
+    return not (c.saved_by or c.later_reads or c.alive_at_end)
 
 
 def _explain_refusal(c: Candidate) -> str:
@@ -401,16 +510,20 @@ def _explain_safe(c: Candidate) -> str:
     return "; ".join(why)
 
 
+@checker("can_run_in_place", blocks=_plan_blocks)
 def check_inplace_safe(fn) -> None:
     """``fn(c) -> bool``: may the op run in place, writing into ``c.overwrites``? ``c`` is a
-    :class:`Candidate` (print it to see its facts). Checked against
-    :func:`~microtorch.memory.inplace_plan`'s verdicts on several small recorded programs
-    (training, inference, a kept output, weights that need gradients).
+    :class:`Candidate` (print it to see its facts). Checked against the rule written out
+    over the facts (the same verdicts as :func:`~microtorch.memory.inplace_plan`, which is
+    switched off meanwhile) on several small recorded programs (training, inference, a kept
+    output, weights that need gradients, products and quotients whose other factor needs
+    its gradient) and random ones.
     """
     total = 0
     for title, run in _inplace_programs():
         tr = run()
-        for c, want, d in _cases(tr):
+        for c, _plan_says, d in _cases(tr):
+            want = reference_verdict(c)
             total += 1
             where = f"in the program: {title}\nfor {c.line}, written as {c.method} into {c.overwrites}:"
             got = _call(fn, where, c)

@@ -1,13 +1,16 @@
 """Exercises of notebook 05 (the memory pool): design size classes for a fragmentation
 bound, and find the class that serves a request.
 
-The reference is the engine's pool: :func:`~microtorch.memory.size_classes` (its classes,
-``per_doubling`` per power of two) and :meth:`~microtorch.memory.Pool.size_class` (which
-class a request lands in).
+While the learner's function runs, the engine's ``size_classes`` and ``Pool`` (its
+``size_class``) are switched off. The references are independent: the evenly spaced classes
+and the greedy ones generated here, and a binary search over them (the tests check that
+they are the engine's classes and the engine's ``Pool.size_class``).
 """
 from __future__ import annotations
 
-from .checking import _call, _fail, _passed
+import bisect
+
+from .checking import _call, _fail, _passed, checker, hidden, rng
 
 LOW, HIGH = 64, 1 << 20  # the pool's class range: 64 B .. 1 MiB
 
@@ -33,12 +36,28 @@ def worst_waste(classes, low: int = LOW, high: int = HIGH) -> tuple[float, int, 
 def engine_classes_for(bound: float) -> tuple[int, list[int]]:
     """The engine's spacing that meets ``bound``: the fewest classes per doubling ``m`` (a
     power of two) with 1/(m + 1) ≤ bound, and its classes from 64 B to 1 MiB."""
-    from ..memory.pool import size_classes
-
     m = 1
     while 1 / (m + 1) > bound:
         m *= 2
-    return m, size_classes(LOW, HIGH, m)
+    return m, even_classes(m)
+
+
+def even_classes(m: int, low: int = LOW, high: int = HIGH) -> list[int]:
+    """``m`` evenly spaced classes in each doubling [2ᵏ, 2ᵏ⁺¹) from ``low``, then ``high``."""
+    return [size + i * (size // m) for k in range(low.bit_length() - 1, high.bit_length() - 1)
+            for size in [1 << k] for i in range(m)] + [high]
+
+
+def _pool_blocks():
+    from ..memory.pool import Pool
+
+    return [(Pool, "__init__"), (Pool, "size_class"), (Pool, "alloc")]
+
+
+def _design_blocks():
+    from ..memory.pool import size_classes
+
+    return [size_classes] + _pool_blocks()
 
 
 def greedy_classes(bound: float, step: int = 8) -> list[int]:
@@ -57,6 +76,7 @@ def greedy_classes(bound: float, step: int = 8) -> list[int]:
 SIZE_CLASS_BOUNDS = [0.25, 0.125, 0.2, 0.5, 0.3]
 
 
+@checker("size_classes_for", blocks=_design_blocks)
 def check_size_classes(fn) -> None:
     """``fn(bound) -> list of class sizes``: size classes for a pool serving every request
     from 64 B to 1 MiB so that rounding a request up to the smallest class ≥ it never wastes
@@ -67,7 +87,9 @@ def check_size_classes(fn) -> None:
     (``mt.memory.size_classes(per_doubling=m)`` with the smallest power of two m for which
     1/(m + 1) ≤ bound).
     """
-    for bound in SIZE_CLASS_BOUNDS:
+    r = rng()
+    bounds = SIZE_CLASS_BOUNDS + [round(float(r.uniform(0.06, 0.6)), 3) for _ in range(6 if hidden() else 2)]
+    for bound in bounds:
         where = f"for bound = {bound} ({bound:.1%}):"
         m, engine = engine_classes_for(bound)
         got = _call(fn, where, bound)
@@ -114,36 +136,35 @@ def check_size_classes(fn) -> None:
     g = {b: len(greedy_classes(b)) for b in SIZE_CLASS_BOUNDS}
     print("  (for comparison — bound: the engine's classes / the fewest possible, multiples of 8: "
           + ", ".join(f"{b:.1%}: {len(engine_classes_for(b)[1])} / {g[b]}" for b in SIZE_CLASS_BOUNDS) + ")")
-    _passed("check_size_classes", len(SIZE_CLASS_BOUNDS))
+    _passed("check_size_classes", len(bounds))
 
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 2: which class serves a request?
 # ----------------------------------------------------------------------------------------------
 def _class_of_cases():
-    import random
-
-    rng = random.Random(5)
+    r = rng()
     ns = [0, 1, 63, 64, 65, 71, 72, 73, 127, 128, 129, 143, 144, 4095, 4096, 4097, 4607, 4608, 4609,
           100_000, (1 << 19) + 1, HIGH - 1, HIGH, HIGH + 1, 8 * HIGH]
-    ns += [rng.randrange(1, HIGH) for _ in range(200)]
-    return [(n, m) for m in (8, 4, 2) for n in ns]
+    ns += [int(n) for n in r.integers(1, HIGH, 600 if hidden() else 200)]
+    ms = (8, 4, 2, 1, 16, 32) if hidden() else (8, 4, 2)
+    return [(n, m) for m in ms for n in ns]
 
 
+@checker("size_class_of", blocks=_pool_blocks, suite="size_class_of")
 def check_size_class_of(fn) -> None:
     """``fn(n, per_doubling) -> index or None``: the index, in
     ``mt.memory.size_classes(per_doubling=per_doubling)``, of the smallest class that can
     hold ``n`` bytes (requests under 64 B get the 64-byte class), or ``None`` for a request
-    above 1 MiB (the pool serves it directly). Checked against the engine's
-    ``Pool(classes_per_doubling=per_doubling).size_class(n)``.
+    above 1 MiB (the pool serves it directly). Checked against a binary search over evenly
+    spaced classes generated here (the engine's ``Pool`` and its ``size_class`` are switched
+    off meanwhile; ``mt.memory.size_classes``, the class list, is yours to use).
     """
-    from ..memory.pool import Pool, size_classes
-
-    pools = {m: Pool(classes_per_doubling=m, name=f"exercise pool m={m}") for m in (8, 4, 2)}
     cases = _class_of_cases()
+    tables = {m: even_classes(m) for m in {m for _, m in cases}}
     for n, m in cases:
-        classes = size_classes(per_doubling=m)
-        want = pools[m].size_class(n)
+        classes = tables[m]
+        want = None if n > HIGH else bisect.bisect_left(classes, max(n, LOW))
         where = f"for n = {n:,} bytes with {m} classes per doubling:"
         got = _call(fn, where, n, m)
         if got is not None and not isinstance(got, int):
@@ -160,7 +181,7 @@ def check_size_class_of(fn) -> None:
             _fail(f"{where} you returned None, but class {want} ({classes[want]:,} B) holds it. None "
                   "is only for requests above 1 MiB.")
         size = classes[want]
-        msg = f"{where} the engine serves it from class {want} ({size:,} B); you returned {got!r}"
+        msg = f"{where} the pool serves it from class {want} ({size:,} B); you returned {got!r}"
         if 0 <= got < len(classes):
             msg += f" ({classes[got]:,} B)"
         msg += "."

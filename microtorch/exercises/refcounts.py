@@ -1,16 +1,19 @@
 """Exercises of notebook 03 (reference counts and lifetimes): predict storage refcounts,
-find the storages a program leaked from its trace.
+the peak of a trace's live bytes (and, not in the notebook any more, the storages a
+program leaked).
 
-The reference is always the engine: a refcount program is run for real (``mt.randn``,
-``a * b``, ``s.backward()`` …) and its storages' ``refcount`` read back; a leak is judged
-from the trace's own lifetimes (``tr.lifetimes()``), and the checker says who holds each
-reference from the trace's replay (``tr.state_at(t).holders(storage)``).
+What the refcount model is checked against is the engine itself: a program is run for real
+(``mt.randn``, ``a * b``, ``s.backward()`` …) and its storages' ``refcount`` read back — and
+while the learner's function runs, making tensors, reading a tensor's storage and running
+programs are switched off. The peak is checked against a running sum over the trace's
+``alloc``/``free`` events taken here, with the trace's replay (``live_bytes``, ``peak``,
+``lifetimes``) switched off for the learner.
 """
 from __future__ import annotations
 
 import contextlib
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker, hidden, learner, rng
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: predict reference counts
@@ -141,6 +144,45 @@ def _holder_words(h: str, names: dict) -> str:
     return h
 
 
+def _random_programs(n: int) -> list:
+    """Random programs that keep to the exercise's rules: names never reused, only views and
+    numpy arrays deleted (never an op's result, so no graph dies unseen), one backward."""
+    r, programs = rng(), []
+    for k in range(n):
+        tensors, names, prog, views = [], iter(f"t{i}" for i in range(100)), [], []
+        for _ in range(int(r.integers(1, 3))):
+            tensors.append(next(names))
+            prog.append(("tensor", tensors[-1]))
+        for _ in range(int(r.integers(2, 7))):
+            op = ("view", "numpy", "mul", "add", "tanh")[int(r.integers(0, 5))]
+            a, b = (tensors[int(j)] for j in r.integers(0, len(tensors), 2))
+            name = next(names)
+            if op == "numpy":
+                prog.append(("numpy", name, a))
+                views.append(name)
+                continue
+            prog.append((op, name, a, b) if op in ("mul", "add") else (op, name, a))
+            (views if op == "view" else tensors).append(name)
+        root = next(names)
+        prog.append(("sum", root, tensors[-1]))
+        if r.random() < 0.8:
+            prog.append(("backward", root))
+        for v in views:
+            if r.random() < 0.5:
+                prog.append(("del", v))
+        programs.append((f"random program #{k + 1}", prog))
+    return programs
+
+
+def _refcount_blocks():
+    from .. import creation
+    from ..tensor import Tensor
+
+    return [_run_program, creation.randn, creation.tensor, creation.zeros, creation.ones,
+            (Tensor, "storage")]
+
+
+@checker("refcounts_after", blocks=_refcount_blocks)
 def check_refcounts(fn) -> None:
     """``fn(program) -> {name: refcount}``: after running ``program`` (a list of instructions
     such as ``("tensor", "a")``, ``("mul", "c", "a", "b")``, ``("del", "a")``,
@@ -149,7 +191,7 @@ def check_refcounts(fn) -> None:
     instruction of several programs, against the engine running the same Python.
     """
     n = 0
-    for what, program in REFCOUNT_PROGRAMS:
+    for what, program in REFCOUNT_PROGRAMS + _random_programs(10 if hidden() else 3):
         for k in range(1, len(program) + 1):
             prefix = program[:k]
             want, _ = _run_program(prefix)
@@ -265,6 +307,7 @@ def leaks_of(trace) -> set[int]:
     return {life.storage for life in trace.lifetimes() if life.death is None and not life.preexisting}
 
 
+@checker
 def check_leaked_storages(fn) -> None:
     """``fn(trace) -> set of storage ids``: the storages that got their bytes while the trace
     recorded (an ``alloc`` event) and never gave them back (no ``free`` event after it).
@@ -277,7 +320,8 @@ def check_leaked_storages(fn) -> None:
         want = leaks_of(tr)
         where = f"for the trace of {what}:\n"
         try:
-            got = fn(tr)
+            with learner():
+                got = fn(tr)
         except (KeyError, ValueError) as exc:
             pre = sorted({e["storage"] for e in tr.filter("free")} - {e["storage"] for e in tr.filter("alloc")})
             if not pre:
@@ -322,3 +366,103 @@ def check_leaked_storages(fn) -> None:
               "A storage leaks if its 'alloc' event has no 'free' event for the same storage id "
               "after it. Look at every 'alloc' event (tr.filter('alloc', 'free')).")
     _passed("check_leaked_storages", len(cases))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 2: the peak of a trace's live bytes
+# ----------------------------------------------------------------------------------------------
+def _peak_cases():
+    """``(what, trace)``: the leak cases, and random programs of tensors made and deleted."""
+    from ..creation import Generator, randn
+    from ..memory.trace import Trace
+
+    cases, keep = _leak_cases()
+    r = rng()
+    g = Generator().manual_seed(int(r.integers(1 << 30)))
+    for k in range(8 if hidden() else 3):
+        before = [randn(int(r.integers(1, 64)), generator=g) for _ in range(3)]  # made before recording
+        alive, lines = {}, []
+        tr = Trace()
+        with tr:
+            for i in range(int(r.integers(4, 12))):
+                if alive and r.random() < 0.4:
+                    name = sorted(alive)[int(r.integers(0, len(alive)))]
+                    del alive[name]
+                    lines.append(f"del {name}")
+                elif before and r.random() < 0.2:
+                    before.pop()
+                    lines.append("del one made before recording")
+                else:
+                    n = int(r.integers(1, 200))
+                    alive[f"t{i}"] = randn(n, generator=g)
+                    lines.append(f"t{i} = mt.randn({n})")
+        cases.append((f"random program #{k + 1} ({'; '.join(lines)})", tr))
+        keep = (keep, alive, before)
+    return cases, keep
+
+
+def peak_of(trace) -> tuple[int, int | None]:
+    """The reference: a running sum of the ``alloc`` and ``free`` events' bytes (frees of
+    storages made before recording count too: their bytes were live at the start)."""
+    extra, best, step = 0, 0, None
+    for e in trace.filter("alloc", "free"):
+        extra += e["nbytes"] if e["kind"] == "alloc" else -e["nbytes"]
+        if extra > best:
+            best, step = extra, e["step"]
+    return best, step
+
+
+def _peak_blocks():
+    from ..memory.replay import Replay
+    from ..memory.trace import Trace
+
+    return [(Trace, "live_bytes"), (Trace, "peak"), (Trace, "lifetimes"), (Trace, "replay"),
+            (Trace, "state_at"), (Replay, "live_bytes"), (Replay, "peak")]
+
+
+@checker("peak_extra_bytes", blocks=_peak_blocks, suite="peak_extra_bytes")
+def check_peak_extra_bytes(fn) -> None:
+    """``fn(trace) -> (peak, step)``: the most bytes live at any moment *beyond* what was
+    live when recording started, and the step (the event's ``"step"``) where that peak is
+    first reached; ``(0, None)`` if nothing ever went above the start. Checked on traces of
+    leaking and clean loops and random programs, against a running sum over the events (the
+    trace's own ``live_bytes``, ``peak`` and replay are switched off meanwhile).
+    """
+    cases, _keep = _peak_cases()
+    for what, tr in cases:
+        want = peak_of(tr)
+        where = f"for the trace of {what}:\n"
+        got = _call(fn, where, tr)
+        if got is None:
+            _fail(f"{where}your function returned None: did you forget `return`?")
+        try:
+            peak, step = got
+            peak, step = int(peak), (None if step is None else int(step))
+        except (TypeError, ValueError):
+            _fail(f"{where}your function returned {got!r}; return a pair (peak bytes, step), "
+                  "with step None when nothing was ever live beyond the start.")
+        if (peak, step) == want:
+            continue
+        allocs = sum(e["nbytes"] for e in tr.filter("alloc"))
+        frees = tr.filter("free")
+        early = [e for e in frees if e["storage"] not in {a["storage"] for a in tr.filter("alloc")}]
+        msg = (f"{where}the peak is {want[0]:,} bytes beyond the start, first reached at step "
+               f"{want[1]}; you said {peak:,} bytes at step {step}.")
+        if peak == allocs:
+            hint = ("That is every allocation added up: frees give bytes back, so subtract each "
+                    "'free' event's nbytes as you go and keep the largest running total.")
+        elif early and peak > want[0]:
+            hint = (f"Storage #{early[0]['storage']} was made before recording and freed while it "
+                    "recorded: its bytes were live at the start, so its free lowers the running "
+                    "total too (subtract every free, not only frees of storages you saw allocated).")
+        elif peak == want[0]:
+            hint = ("Right peak, wrong step: report the FIRST event at which the running total "
+                    "reaches it (update only when the total is strictly larger), and use the "
+                    "event's own 'step' field.")
+        elif peak < want[0]:
+            hint = ("Too low: the peak is the largest running total at any event, not the total "
+                    "at the end (what is still live when the trace stops).")
+        else:
+            hint = "Add each alloc's nbytes, subtract each free's, and keep the largest total seen."
+        _fail(msg + "\n" + hint)
+    _passed("check_peak_extra_bytes", len(cases))

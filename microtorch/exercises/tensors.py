@@ -1,23 +1,48 @@
-"""Exercises of notebook 01 (tensors and graphs): strides, element offsets, unbroadcast."""
+"""Exercises of notebook 01 (tensors and graphs): strides, element offsets, unbroadcast.
+
+While the learner's function runs, the engine's own answer is switched off (its strides
+helper and ``Tensor.stride``; ``as_strided`` and element addresses; ``unbroadcast``). The
+references are independent: numpy's strides, the values stored in the engine's bytes, and a
+numpy sum.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from ..creation import arange, randn, zeros
-from ..functions.broadcast import unbroadcast
-from .checking import _as_array, _call, _fail, _passed
+from ..creation import arange, randn
+from .checking import HIDDEN_SEED, _as_array, _call, _fail, _passed, checker, hidden, rng
 
 
 STRIDE_CASES = [(5,), (2, 3), (3, 4, 5), (4, 1, 3), (2, 3, 4, 5), (7, 1), ()]
 
 
+def _random_shapes(n: int) -> list[tuple[int, ...]]:
+    r = rng()
+    return [tuple(int(k) for k in r.integers(1, 8, int(r.integers(1, 6)))) for _ in range(n)]
+
+
+def _strides_blocks():
+    from ..functions.strided import _contiguous_strides
+    from ..tensor import Tensor
+
+    return [_contiguous_strides, (Tensor, "stride")]
+
+
+def _numpy_strides(shape) -> tuple[int, ...]:
+    """The reference: numpy's byte strides of a C-ordered array, in elements."""
+    a = np.empty(shape, dtype=np.float64)
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+@checker("contiguous_strides", blocks=_strides_blocks)
 def check_strides(fn) -> None:
     """``fn(shape) -> strides``: the strides (in elements) of a contiguous tensor of ``shape``.
 
-    Checked against ``mt.zeros(shape).stride()``.
+    Checked against numpy's strides of a C-ordered array, on fixed and random shapes.
     """
-    for shape in STRIDE_CASES:
-        want = zeros(shape).stride()
+    cases = STRIDE_CASES + _random_shapes(40 if hidden() else 10)
+    for shape in cases:
+        want = _numpy_strides(shape)
         got = _call(fn, f"for shape {shape}", shape)
         if got is None:
             _fail(f"for shape {shape} your function returned None: did you forget `return`?")
@@ -43,13 +68,13 @@ def check_strides(fn) -> None:
         else:
             hint = "Each stride is the product of all the sizes to its right (the last one is 1)."
         _fail(msg + "\n" + hint)
-    _passed("check_strides", len(STRIDE_CASES))
+    _passed("check_strides", len(cases))
 
 
 # ---------------------------------------------------------------------------------------------
 def _offset_cases():
     base = arange(60, dtype="float64").reshape(3, 4, 5)  # element k of the storage holds the value k
-    return [
+    cases = [
         ("x", base),
         ("x.transpose(0, 2)", base.transpose(0, 2)),
         ("x[1]", base[1]),
@@ -57,8 +82,27 @@ def _offset_cases():
         ("x.permute(2, 0, 1)[3:]", base.permute(2, 0, 1)[3:]),
         ("x[2, 1:, ::2]", base[2, 1:, ::2]),
     ]
+    r = rng()
+    for _ in range(8 if hidden() else 3):  # random permutations and stepped slices
+        perm = tuple(int(d) for d in r.permutation(3))
+        view = base.permute(*perm)
+        key = []
+        for n in view.shape:
+            start = int(r.integers(0, n))
+            key.append(slice(start, None, int(r.integers(1, 3))))
+        cases.append((f"x.permute{perm}[{', '.join(f'{k.start}::{k.step}' for k in key)}]", view[tuple(key)]))
+    return cases
 
 
+def _offset_blocks():
+    from ..functions.strided import as_strided
+    from ..memory.aliasing import Layout, _address
+    from ..tensor import Tensor
+
+    return [_address, (Layout, "addresses"), as_strided, (Tensor, "as_strided")]
+
+
+@checker("element_offset", blocks=_offset_blocks)
 def check_element_offset(fn) -> None:
     """``fn(index, strides, offset) -> position``: where element ``index`` of a view lives in
     its storage. Checked against the engine's bytes: views of ``x = mt.arange(60.).reshape(3,
@@ -74,7 +118,8 @@ def check_element_offset(fn) -> None:
             got = _call(fn, f"for view {name}, element {tuple(index)},", tuple(index), strides, offset)
             n += 1
             if got is None:
-                _fail("your function returned None: did you forget `return`?")
+                _fail(f"for view {name}, element {tuple(index)}: your function returned None: "
+                      "did you forget `return`?")
             if int(got) == want:
                 continue
             msg = (f"view {name} (shape {view.shape}, strides {strides}, offset {offset}): element "
@@ -95,17 +140,47 @@ UNBROADCAST_CASES = [((2, 3), (3,)), ((2, 3), (1, 3)), ((2, 3), (2, 1)), ((4, 2,
                      ((4, 2, 3), (3,)), ((2, 3), ()), ((2, 3), (2, 3)), ((5, 1, 3), (1, 3))]
 
 
+def _random_unbroadcast_cases(n: int) -> list:
+    """An operand shape and the output shape broadcasting makes from it (more and wider dims)."""
+    r, cases = rng(), []
+    for _ in range(n):
+        shape = tuple(int(k) for k in r.integers(1, 4, int(r.integers(0, 4))))
+        out = tuple(int(r.integers(2, 4)) if (k == 1 and r.random() < 0.6) else k for k in shape)
+        lead = tuple(int(k) for k in r.integers(1, 4, int(r.integers(0, 3))))
+        cases.append((lead + out, shape))
+    return cases
+
+
+def _numpy_unbroadcast(g: np.ndarray, shape) -> np.ndarray:
+    """The reference, in numpy: the operand's copies summed."""
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead)))
+    for d, n in enumerate(shape):
+        if n == 1:
+            g = g.sum(axis=d, keepdims=True)
+    return g.reshape(shape)
+
+
+def _unbroadcast_blocks():
+    from ..functions.broadcast import unbroadcast
+
+    return [unbroadcast]
+
+
+@checker("unbroadcast", blocks=_unbroadcast_blocks, suite="unbroadcast")
 def check_unbroadcast(fn) -> None:
     """``fn(g, shape) -> gradient of shape``: sum the gradient ``g`` (shaped like the op's
-    output) back to an operand's ``shape``. Checked against ``mt.unbroadcast``.
+    output) back to an operand's ``shape``. Checked against a numpy sum over the copies,
+    on fixed and random shapes (``mt.unbroadcast`` is switched off meanwhile).
     """
-    from ..creation import manual_seed
+    from ..creation import Generator
 
-    manual_seed(0)
-    for g_shape, shape in UNBROADCAST_CASES:
-        g = randn(*g_shape, dtype="float64")
+    gen = Generator().manual_seed(HIDDEN_SEED if hidden() else 0)
+    cases = UNBROADCAST_CASES + _random_unbroadcast_cases(30 if hidden() else 8)
+    for g_shape, shape in cases:
+        g = randn(*g_shape, dtype="float64", generator=gen)
         before = np.array(g._data)
-        want = unbroadcast(g, shape).numpy()
+        want = _numpy_unbroadcast(np.array(g._data), shape)
         where = f"for a gradient g of shape {g_shape} going back to an operand of shape {shape}"
         got = _call(fn, where, g, shape)
         if got is None:
@@ -135,6 +210,6 @@ def check_unbroadcast(fn) -> None:
         else:
             hint = "Right shape, wrong numbers: sum (do not pick one slice) over the broadcast dimensions."
         _fail(f"{where} you returned\n{got_a}\nbut the engine's gradient is\n{want}\n{hint}")
-    _passed("check_unbroadcast", len(UNBROADCAST_CASES))
+    _passed("check_unbroadcast", len(cases))
 
 

@@ -1,11 +1,28 @@
 """Exercises of notebook 08 (training): one SGD-with-momentum step and gradient clipping,
-written over flat numpy buffers, checked against ``mt.optim.SGD`` and
-``mt.nn.utils.clip_grad_norm_``."""
+written over flat numpy buffers.
+
+While the learner's function runs, ``mt.optim.SGD`` (its update and step) and
+``mt.nn.utils.clip_grad_norm_`` are switched off. The references are independent: PyTorch's
+update rule and the clipping rule written out in numpy (tests/test_exercise_checkers.py
+checks them against the engine's optimizer and clipping).
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker, hidden, rng
+
+
+def _sgd_blocks():
+    from ..optim import SGD, Optimizer
+
+    return [(SGD, "_update"), (SGD, "__init__"), (Optimizer, "step")]
+
+
+def _clip_blocks():
+    from ..nn import utils
+
+    return [utils.clip_grad_norm_]
 
 
 def _fmt(a) -> str:
@@ -26,25 +43,10 @@ MOMENTUM_CASES = [
 ]
 
 
-def _engine_sgd(p0, grads, lr, momentum, dampening, weight_decay):
-    """Run ``mt.optim.SGD`` on a float64 parameter: ``[(p, buf)]`` after every step."""
-    from ..creation import tensor
-    from ..optim import SGD
-
-    p = tensor(p0, dtype="float64", requires_grad=True)
-    opt = SGD([p], lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
-    out = []
-    for g in grads:
-        p.grad = tensor(g, dtype="float64")
-        opt.step()
-        buf = opt.state[p]["momentum_buffer"].numpy().copy() if momentum else None
-        out.append((p.detach().numpy().copy(), buf))
-    return out
-
-
 def _numpy_sgd(p0, grads, lr, momentum, dampening, weight_decay, *, first_dampened=False,
                decoupled=False, zero_start=False):
-    """Variants of the update a learner may have written, to name their mistake."""
+    """PyTorch's update in numpy (the reference, with no flags set); the flags give variants a
+    learner may have written, to name their mistake."""
     p, buf, out = p0.copy(), np.zeros_like(p0), []
     for k, g in enumerate(grads, start=1):
         if decoupled:
@@ -63,17 +65,27 @@ def _numpy_sgd(p0, grads, lr, momentum, dampening, weight_decay, *, first_dampen
     return out
 
 
+def _random_momentum_cases(n: int) -> list:
+    r = rng()
+    return [(f"random settings #{k + 1}", round(float(r.uniform(0.01, 0.5)), 3),
+             float(r.choice([0.0, 0.5, 0.9, 0.99])), float(r.choice([0.0, 0.0, 0.1, 0.5])),
+             float(r.choice([0.0, 0.0, 0.01, 0.2])), int(r.integers(1, 6))) for k in range(n)]
+
+
+@checker("sgd_momentum_step", blocks=_sgd_blocks, suite="sgd_momentum_step")
 def check_momentum_update(fn) -> None:
     """``fn(p, g, buf, step, lr, momentum, dampening, weight_decay)``: one step of SGD with
     momentum, PyTorch's formula, written **in place** into the numpy arrays ``p`` (the flat
     parameter buffer) and ``buf`` (the flat momentum buffer); ``g`` is the flat gradient
-    buffer and ``step`` counts from 1. Checked step by step against ``mt.optim.SGD``.
+    buffer and ``step`` counts from 1. Checked step by step against PyTorch's rule written
+    out in numpy (``mt.optim.SGD`` is switched off meanwhile), on fixed and random settings.
     """
-    rng = np.random.default_rng(8)
-    for what, lr, mu, damp, wd, steps in MOMENTUM_CASES:
-        p0 = rng.standard_normal(6)
-        grads = [rng.standard_normal(6) for _ in range(steps)]
-        want = _engine_sgd(p0, grads, lr, mu, damp, wd)
+    r = np.random.default_rng(8 + (1000 if hidden() else 0))
+    cases = MOMENTUM_CASES + _random_momentum_cases(12 if hidden() else 4)
+    for what, lr, mu, damp, wd, steps in cases:
+        p0 = r.standard_normal(6)
+        grads = [r.standard_normal(6) for _ in range(steps)]
+        want = _numpy_sgd(p0, grads, lr, mu, damp, wd)
         p, buf = p0.copy(), np.zeros_like(p0)
         for k, g in enumerate(grads, start=1):
             before_p, before_buf = p.copy(), buf.copy()
@@ -101,7 +113,7 @@ def check_momentum_update(fn) -> None:
             if not buf_ok:
                 msg += f"buf is     {_fmt(buf)}\nbut SGD's  {_fmt(want_buf)}\n"
             _fail(msg + _momentum_hint(p0, grads, k, p, buf, lr, mu, damp, wd, before_p))
-    _passed("check_momentum_update", len(MOMENTUM_CASES))
+    _passed("check_momentum_update", len(cases))
 
 
 def _momentum_hint(p0, grads, k, p, buf, lr, mu, damp, wd, before_p) -> str:
@@ -156,30 +168,33 @@ def _clip_case(shapes, scale, rng):
     return arrays
 
 
-def _engine_clip(arrays, max_norm):
-    """``mt.nn.utils.clip_grad_norm_`` on parameters living in one flat buffer."""
-    from ..creation import tensor, zeros
-    from ..nn.flat import flatten_parameters
-    from ..nn.utils import clip_grad_norm_
-
-    params = [zeros(*a.shape, dtype="float64", requires_grad=True) for a in arrays]
-    flatten_parameters(params)
-    for p, a in zip(params, arrays):
-        p.grad = tensor(a, dtype="float64")
-    total = float(clip_grad_norm_(params, max_norm).item())
-    return total, [p.grad.numpy().copy() for p in params]
+def _random_clip_cases(n: int) -> list:
+    r = rng()
+    return [(f"random gradients #{k + 1}", [tuple(int(d) for d in r.integers(1, 5, int(r.integers(1, 3))))
+                                             for _ in range(int(r.integers(1, 4)))],
+             float(r.choice([0.01, 0.3, 1.0, 3.0])), float(r.choice([0.1, 1.0, 2.5]))) for k in range(n)]
 
 
+def _numpy_clip(arrays, max_norm):
+    """The reference: the total norm, and the gradients scaled if it is above max_norm."""
+    total = float(np.sqrt(sum(float((a * a).sum()) for a in arrays)))
+    coef = max_norm / (total + 1e-6)
+    return total, [a * coef if coef < 1 else a.copy() for a in arrays]
+
+
+@checker("clip_grad_norm", blocks=_clip_blocks)
 def check_clip_grad_norm(fn) -> None:
     """``fn(grads, max_norm) -> total_norm``: ``grads`` is a list of numpy arrays, views of
     ONE flat gradient buffer (as the engine's ``p.grad``\\ s are). Return the norm of all of
     them seen as one long vector, and if it exceeds ``max_norm`` scale every gradient **in
-    place** by ``max_norm / (norm + 1e-6)``. Checked against ``mt.nn.utils.clip_grad_norm_``.
+    place** by ``max_norm / (norm + 1e-6)``. Checked against that rule written out in numpy
+    (``mt.nn.utils.clip_grad_norm_`` is switched off meanwhile), on fixed and random cases.
     """
-    rng = np.random.default_rng(9)
-    for what, shapes, scale, max_norm in CLIP_CASES:
-        arrays = _clip_case(shapes, scale, rng)
-        want_total, want = _engine_clip(arrays, max_norm)
+    r = np.random.default_rng(9 + (1000 if hidden() else 0))
+    cases = CLIP_CASES + _random_clip_cases(12 if hidden() else 4)
+    for what, shapes, scale, max_norm in cases:
+        arrays = _clip_case(shapes, scale, r)
+        want_total, want = _numpy_clip(arrays, max_norm)
         sizes = [a.size for a in arrays]
         flat = np.concatenate([a.ravel() for a in arrays])
         views, start = [], 0
@@ -246,4 +261,4 @@ def check_clip_grad_norm(fn) -> None:
             hint = ("Scale every gradient by the same factor, max_norm / (total_norm + 1e-6), when "
                     "the total norm exceeds max_norm.")
         _fail(msg + hint)
-    _passed("check_clip_grad_norm", len(CLIP_CASES))
+    _passed("check_clip_grad_norm", len(cases))

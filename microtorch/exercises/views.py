@@ -3,17 +3,45 @@ element, and sliding windows as strides.
 
 A view is described to the learner as three numbers of the engine's own layout —
 ``offset`` (elements), ``shape`` and ``strides`` (elements, possibly 0 or negative) — read
-from real microtorch views. The checkers compare the learner's answers with what the
-engine says about those views: :func:`~microtorch.memory.byte_extent`,
-:func:`~microtorch.memory.alias` (cross-checked with ``np.shares_memory``) and
-``Tensor.unfold``.
+from real microtorch views. Every storage here holds 0, 1, 2, …, so the values a view reads
+*are* the storage positions it reads: the references are those values (their min and max,
+their common elements) and windows counted one by one. While the learner's function runs,
+the engine's extents, ``mt.memory.alias``, ``np.shares_memory`` and ``unfold`` are switched
+off (tests/test_exercise_checkers.py checks the references against the engine).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..memory.aliasing import alias, byte_extent
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail, _passed, checker, hidden, rng
+
+
+def _view_blocks():
+    from ..functions.strided import unfold
+    from ..memory import aliasing
+    from ..tensor import Tensor
+    from . import fallbacks
+
+    return [aliasing.byte_extent, aliasing.byte_ranges, aliasing.alias, aliasing.overlaps_itself,
+            (aliasing.Layout, "extent"), (aliasing.Layout, "byte_extent"), (aliasing.Layout, "addresses"),
+            np.shares_memory, np.may_share_memory, unfold, (Tensor, "unfold"),
+            fallbacks.extent, fallbacks.shares_element, fallbacks.windows]
+
+
+def _random_views(s, n: int) -> list:
+    """``(name, view)``: random ``as_strided`` views (up to 3-D, strides -7..7) inside ``s``."""
+    r, out = rng(), []
+    while len(out) < n:
+        ndim = int(r.integers(1, 4))
+        shape = tuple(int(k) for k in r.integers(1, 5, ndim))
+        strides = tuple(int(k) for k in r.integers(-7, 8, ndim))
+        lo = sum((k - 1) * st for k, st in zip(shape, strides) if st < 0)
+        hi = sum((k - 1) * st for k, st in zip(shape, strides) if st > 0)
+        if hi - lo >= s.shape[0]:
+            continue
+        off = int(r.integers(-lo, s.shape[0] - hi))
+        out.append((f"s.as_strided({shape}, {strides}, {off})", s.as_strided(shape, strides, off)))
+    return out
 
 
 def _x():
@@ -40,10 +68,8 @@ def _describe(name, v) -> str:
 
 
 def _positions(v) -> np.ndarray:
-    """The storage position of every element of ``v``, read from the engine's bytes."""
-    from ..memory.aliasing import layout
-
-    return layout(v).addresses()
+    """The storage position of every element of ``v``: its values (the storage holds 0, 1, …)."""
+    return np.asarray(v.numpy()).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -64,23 +90,32 @@ def _extent_cases():
         ("s.unfold(0, 4, 3)", s.unfold(0, 4, 3)),
         ("s.as_strided((3,), (-4,), 11)", s.as_strided((3,), (-4,), 11)),
         ("x[2, 4]", x[2, 4]),
-    ]
+    ] + _random_views(_big(), 40 if hidden() else 10)
 
 
+def _big():
+    """A 1-D storage of 64 elements for random views: positions 0..63."""
+    from ..creation import arange
+
+    return arange(64.0)
+
+
+@checker("extent", blocks=_view_blocks, suite="extent")
 def check_extent(fn) -> None:
     """``fn(offset, shape, strides) -> (lo, hi)``: the lowest and the highest storage position
-    (elements, both inclusive) a view reads. Checked against the engine's
-    ``mt.memory.byte_extent(view)`` (bytes ``[start, stop)``, divided by the item size) on
+    (elements, both inclusive) a view reads. Checked on
     views of ``x = mt.arange(24.).reshape(4, 6)`` and ``s = mt.arange(30.)``: slices, steps,
     negative steps, a transpose, an expand (stride 0), a diagonal, windows, an ``as_strided``
-    with a negative stride, a single element.
+    with a negative stride, a single element, random views. The reference: the smallest and
+    the largest value the view reads (each storage holds 0, 1, 2, …).
     """
     cases = _extent_cases()
     for name, v in cases:
         off, shape, strides = _triple(v)
         item = v.dtype.itemsize
-        start, stop = byte_extent(v)
-        want = (start // item, stop // item - 1)
+        p = _positions(v)
+        want = (int(p.min()), int(p.max()))
+        start, stop = want[0] * item, (want[1] + 1) * item
         where = f"for the view {_describe(name, v)}"
         got = _call(fn, where, off, shape, strides)
         if got is None:
@@ -92,7 +127,7 @@ def check_extent(fn) -> None:
         if (lo, hi) == want:
             continue
         msg = (f"{where} you returned ({lo}, {hi}), but the view reads storage positions {want[0]} "
-               f"to {want[1]} (the engine's byte extent is [{start}, {stop}) in {item}-byte elements).")
+               f"to {want[1]} (bytes [{start}, {stop}) in {item}-byte elements).")
         naive_hi = off + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
         naive_lo = off + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
         if (lo, hi) == (want[1], want[0]):
@@ -145,22 +180,22 @@ def _alias_cases():
         ("s.unfold(0, 2, 5)", s.unfold(0, 2, 5), "s[6::10]", s[6::10]),  # yes at 6
         ("x.diagonal()", x.diagonal(), "x[3]", x[3]),  # yes at 21
         ("x[1:3, 1:5]", x[1:3, 1:5], "x[:, 0]", x[:, 0]),  # the box misses column 0, no
-    ]
+    ] + [a + b for a, b in zip(*[iter(_random_views(_big(), 60 if hidden() else 16))] * 2)]
 
 
+@checker("shares_element", blocks=_view_blocks)
 def check_alias_by_strides(fn) -> None:
     """``fn(a, b) -> bool``: do two views of one storage read at least one common storage
     position? Each of ``a`` and ``b`` is ``(offset, shape, strides)``. Checked against the
-    engine's exact ``mt.memory.alias(va, vb)`` (``"must"`` → True, ``"no"`` → False), which
-    is itself cross-checked with ``np.shares_memory(..., max_work=None)``. The cases include
-    interleaved views, stride-0 (expanded) views, windows with gaps, negative steps, and pairs
-    whose extents overlap though no element is shared.
+    positions the two views read (their values: each storage holds 0, 1, 2, …); the engine's
+    ``mt.memory.alias`` and ``np.shares_memory`` are switched off meanwhile. The cases include
+    interleaved views, stride-0 (expanded) views, windows with gaps, negative steps, pairs
+    whose extents overlap though no element is shared, and random pairs.
     """
     cases = _alias_cases()
     for name_a, va, name_b, vb in cases:
-        report = alias(va, vb)
-        want = report.answer == "must"
-        assert want == bool(np.shares_memory(va.numpy(), vb.numpy(), max_work=None)), (name_a, name_b)
+        shared = np.intersect1d(_positions(va), _positions(vb))
+        want = bool(shared.size)
         where = f"for a = {_describe(name_a, va)} and b = {_describe(name_b, vb)}"
         got = _call(fn, where, _triple(va), _triple(vb))
         if got is None:
@@ -173,8 +208,8 @@ def check_alias_by_strides(fn) -> None:
         (alo, ahi), (blo, bhi) = (tuple(int(e) for e in (pa.min(), pa.max())),
                                   tuple(int(e) for e in (pb.min(), pb.max())))
         if want:
-            ia, ib = report.witness
-            pos = report.shared_byte // va.dtype.itemsize
+            pos = int(shared[0])
+            ia, ib = (tuple(int(i) for i in np.argwhere(p == pos)[0]) for p in (pa, pb))
             msg = (f"{where} you said they share nothing, but they do: a{list(ia)} and b{list(ib)} both "
                    f"read storage position {pos}.")
             if any(s < 0 for s in _triple(va)[2] + _triple(vb)[2]):
@@ -193,7 +228,8 @@ def check_alias_by_strides(fn) -> None:
             hint = (f"Their extents overlap (a spans {alo}..{ahi}, b spans {blo}..{bhi}), but overlapping "
                     "extents only mean they MAY share: a reads positions {" + show(pa) + "}, b reads {"
                     + show(pb) + "}, and no position is in both. Compare the positions, not the ranges.")
-            if report.method == "solver":
+            g = np.gcd.reduce([abs(t) for t in _triple(va)[2] + _triple(vb)[2]] or [0])
+            if g and (_triple(vb)[0] - _triple(va)[0]) % g == 0:
                 hint += (" (A gcd test cannot rule this pair out either: the offsets differ by a multiple "
                          "of the gcd of the strides. Passing it still only means 'may'.)")
         else:
@@ -222,22 +258,44 @@ def _window_cases():
         ("s[::2]", s[::2], 3, 1),  # a signal whose elements are 2 apart
         ("s[1:22:3]", s[1:22:3], 2, 2),
         ("s[9::-1]", s[9::-1], 3, 2),  # a reversed signal: stride -1
-    ]
+    ] + _random_signals(s, 30 if hidden() else 8)
 
 
+def _random_signals(s, n: int) -> list:
+    r, out = rng(), []
+    while len(out) < n:
+        stride = int(r.choice([1, 1, 2, 3, -1, -2]))
+        length = int(r.integers(1, 30 // abs(stride) + 1))
+        size, step = int(r.integers(1, length + 1)), int(r.integers(1, 5))
+        start = 0 if stride > 0 else (length - 1) * -stride
+        sig = s.as_strided((length,), (stride,), start)
+        out.append((f"s.as_strided(({length},), ({stride},), {start})", sig, size, step))
+    return out
+
+
+def _reference_windows(length: int, stride: int, size: int, step: int):
+    """Count the windows one by one: window w fits if its last element w·step + size − 1 does."""
+    count = 0
+    while count * step + size - 1 <= length - 1:
+        count += 1
+    return (count, size), (step * stride, stride)
+
+
+@checker("windows", blocks=_view_blocks)
 def check_windows(fn) -> None:
     """``fn(length, stride, size, step) -> (shape, strides)``: the layout of the sliding
     windows of a 1-D signal of ``length`` elements that sit ``stride`` storage positions apart:
     windows of ``size`` elements, a new window every ``step`` elements, the window index first
     (so element ``[w, k]`` is signal element ``w·step + k``). Windows that would run past the end
-    are left out. Checked against ``signal.unfold(0, size, step)``, and by reading the values
-    through ``signal.as_strided(shape, strides)``.
+    are left out. Checked against windows counted one by one, and by reading the values
+    through ``signal.as_strided(shape, strides)`` (``unfold`` is switched off meanwhile).
     """
     cases = _window_cases()
     for name, sig, size, step in cases:
         length, stride = sig.shape[0], sig.stride(0)
-        ref = sig.unfold(0, size, step)
-        want = (tuple(ref.shape), tuple(ref.stride()))
+        want = _reference_windows(length, stride, size, step)
+        values = sig.numpy()
+        expected = np.array([[values[w * step + k] for k in range(size)] for w in range(want[0][0])])
         where = (f"for windows of size {size}, step {step} over the signal {name} "
                  f"(length {length}, stride {stride})")
         got = _call(fn, where, length, stride, size, step)
@@ -249,12 +307,12 @@ def check_windows(fn) -> None:
         except (TypeError, ValueError):
             _fail(f"{where} you returned {got!r}; return (shape, strides), two tuples of two ints.")
         if (shape, strides) == want:
-            mine = sig.as_strided(shape, strides).numpy()
-            if not np.array_equal(mine, ref.numpy()):  # cannot happen: same layout, same bytes
-                _fail(f"{where} your layout reads other values than unfold's.")
+            mine = sig.as_strided(shape, strides).numpy().reshape(expected.shape)
+            if not np.array_equal(mine, expected):  # cannot happen: same layout, same bytes
+                _fail(f"{where} your layout reads other values than signal[w·step + k].")
             continue
         count = want[0][0]
-        msg = (f"{where} you returned shape {shape}, strides {strides}; the engine's unfold gives "
+        msg = (f"{where} you returned shape {shape}, strides {strides}; the windows have "
                f"shape {want[0]}, strides {want[1]}.")
         if len(shape) != 2 or len(strides) != 2:
             hint = "Two dimensions: which window (first), and where inside the window (second)."
