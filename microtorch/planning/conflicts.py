@@ -1,0 +1,106 @@
+"""Live intervals, the lower bound on memory, and the conflict (interference) graph.
+
+From the liveness solution, buffer ``x`` *occupies* instruction ``i`` when it is live into
+``i`` or written by it::
+
+    occupied[i] = live_in[i] ∪ def[i]
+
+* ``interval(x) = [first i occupied by x, last i occupied by x]``: in straight-line code
+  that is [first definition, last use] (or the end, for an output); around a loop it
+  covers the whole loop body when ``x`` is live across the back edge.
+* ``lower_bound = max over i of Σ size(x) for x in occupied[i]``: every buffer occupying
+  one instruction needs its own bytes at the same time, so no plan fits in less.
+* ``conflict graph``: an edge ``x — y`` when some instruction is occupied by both: the
+  two may not share bytes. (Register allocators call it the interference graph.) Two
+  buffers first meet where one of them enters, so the edges are
+  ``∪ over i of entering[i] × occupied[i]`` — about n × (buffers live at once) pairs,
+  not n².
+
+Only planned buffers (not ``external``: parameters, inputs, ``.grad`` stay in the pool)
+count for the bound and the graph; :func:`intervals` covers every buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Instructions ``first`` to ``last`` (inclusive) during which a buffer holds bytes."""
+    first: int
+    last: int
+
+    def overlaps(self, other: "Interval") -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+    def __iter__(self):
+        return iter((self.first, self.last))
+
+
+def occupied(program) -> list[frozenset]:
+    """``occupied[i] = live_in[i] ∪ def[i]`` for every instruction (all buffers)."""
+    lv = program.liveness()
+    return [lv.live_in[i] | lv.defs[i] for i in range(len(program.instructions))]
+
+
+def intervals(program) -> dict:
+    """``{buffer: Interval}`` for every buffer that occupies some instruction."""
+    first: dict = {}
+    last: dict = {}
+    for i, occ in enumerate(occupied(program)):
+        for x in occ:
+            if x not in first:
+                first[x] = i
+            last[x] = i
+    return {x: Interval(first[x], last[x]) for x in program.buffers if x in first}
+
+
+def live_bytes(program) -> list[int]:
+    """Σ slot size of the planned buffers occupying each instruction (the lower bound's curve)."""
+    size = {n: program.buffers[n].size for n in program.planned}
+    return [sum(size.get(x, 0) for x in occ) for occ in occupied(program)]
+
+
+def lower_bound(program, where: bool = False):
+    """The largest :func:`live_bytes` over the program (``where=True``: ``(bytes, instruction)``)."""
+    curve = live_bytes(program)
+    best = max(curve, default=0)
+    return (best, curve.index(best) if curve else None) if where else best
+
+
+@dataclass
+class ConflictGraph:
+    """Planned buffers (``nodes``) with an edge between every two live at one instruction."""
+    nodes: list
+    edges: list  # (x, y) pairs, x before y in program order
+    adjacency: dict  # buffer -> set of buffers it conflicts with
+    sizes: dict  # buffer -> slot size
+
+    def conflicts(self, x: str, y: str) -> bool:
+        return y in self.adjacency[x]
+
+    def degree(self, x: str) -> int:
+        return len(self.adjacency[x])
+
+    def __repr__(self) -> str:
+        return f"ConflictGraph({len(self.nodes)} buffers, {len(self.edges)} conflicts)"
+
+
+def conflict_graph(program) -> ConflictGraph:
+    """The conflict graph of the planned buffers (see the module docstring)."""
+    planned = program.planned
+    keep = set(planned)
+    rank = {n: k for k, n in enumerate(planned)}
+    adj: dict = {n: set() for n in planned}
+    before: frozenset = frozenset()
+    for occ in occupied(program):
+        occ = occ & keep
+        for x in occ - before:  # entering here: it meets everything occupying this instruction
+            for y in occ:
+                if y != x:
+                    adj[x].add(y)
+                    adj[y].add(x)
+        before = occ
+    edges = sorted({(x, y) if rank[x] < rank[y] else (y, x) for x in adj for y in adj[x]},
+                   key=lambda e: (rank[e[0]], rank[e[1]]))
+    return ConflictGraph(planned, edges, adj, {n: program.buffers[n].size for n in planned})
