@@ -183,9 +183,9 @@ def planned(plan):
     """Run the block's step with every activation at its planned offset (see the module docstring)."""
     if not hasattr(plan, "offsets") or not hasattr(plan, "program"):
         raise TypeError(f"planned() needs a plan from mt.memory.plan(program, ...), got {type(plan).__name__}")
-    if plan.program.source == "by hand":
+    if not any(ins.signature for ins in plan.program.instructions):
         raise ValueError("planned() runs a step recorded in a trace: make the plan from "
-                         "Program.from_trace(tr); a hand-written program has no step to run")
+                         "Program.from_trace(tr); a hand-written or random program has no step to run")
     own = None
     if _trace.active is None:
         own = _trace.Trace()

@@ -111,6 +111,7 @@ class Program:
         self.outputs = frozenset(outputs)
         self._liveness = None
         self._intervals = None
+        self._planned = None
 
     # -- making programs ------------------------------------------------------------------------
     @classmethod
@@ -202,8 +203,12 @@ class Program:
     # -- reading -----------------------------------------------------------------------------------
     @property
     def planned(self) -> list[str]:
-        """The buffers a plan places (not external), in the order they are first defined."""
-        return [n for n, b in self.buffers.items() if not b.external]
+        """The buffers a plan places: not external, and live at some instruction (a buffer no
+        instruction touches needs no bytes), in program order."""
+        if self._planned is None:
+            iv = self.intervals()
+            self._planned = [n for n, b in self.buffers.items() if not b.external and n in iv]
+        return self._planned
 
     @property
     def straight_line(self) -> bool:
