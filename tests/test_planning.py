@@ -424,3 +424,34 @@ def test_bytes_reused_under_a_live_tensor_are_poisoned_not_read():
 def test_planned_execution_is_exported_from_memory():
     for name in ("Program", "plan", "planned", "Plan", "PlanMismatchError", "PlanError"):
         assert hasattr(mt.memory, name)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cfgs())
+def test_live_ranges_are_exactly_the_occupied_instructions(spec):
+    from microtorch.planning.conflicts import segments
+
+    blocks, outputs = spec
+    prog = Program.from_blocks(blocks, sizes={n: 8 for n in "abcde"}, outputs=outputs)
+    occ = occupied(prog)
+    runs = segments(prog)
+    for x in prog.buffers:
+        points = {i for i, o in enumerate(occ) if x in o}
+        from_runs = {i for first, last in runs.get(x, []) for i in range(first, last + 1)}
+        assert points == from_runs, (x, runs.get(x), prog.listing())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 1000), st.lists(st.integers(0, 6), min_size=30, max_size=30))
+def test_check_rejects_exactly_the_plans_that_overlap_live_buffers(n, seed, slots):
+    prog = random_program(n, seed, sizes=(64, 128))
+    p = plan(prog, "naive")
+    p.offsets = {x: 64 * slots[k] for k, x in enumerate(prog.planned)}
+    size = {x: prog.buffers[x].size for x in prog.planned}
+    bad = any(p.offsets[x] < p.offsets[y] + size[y] and p.offsets[y] < p.offsets[x] + size[x]
+              for o in occupied(prog) for x, y in itertools.combinations(sorted(o), 2))
+    if bad:
+        with pytest.raises(PlanError, match="both live at instruction"):
+            p.check()
+    else:
+        p.check()

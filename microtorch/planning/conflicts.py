@@ -5,9 +5,15 @@ From the liveness solution, buffer ``x`` *occupies* instruction ``i`` when it is
 
     occupied[i] = live_in[i] ∪ def[i]
 
-* ``interval(x) = [first i occupied by x, last i occupied by x]``: in straight-line code
-  that is [first definition, last use] (or the end, for an output); around a loop it
-  covers the whole loop body when ``x`` is live across the back edge.
+* ``segments(x)``: the runs of consecutive instructions ``x`` occupies — its *live
+  ranges*. A buffer written again after a stretch where it is dead has two; in
+  straight-line code a run goes from a definition to the last use before the next one.
+  Read off the block equations without building every instruction's set: a run starts
+  at a definition (or a block's start, for ``x ∈ live_in[b]``), grows with each use, and
+  reaches the block's end when ``x ∈ live_out[b]``.
+* ``interval(x) = [first i occupied by x, last i occupied by x]``, the hull of its runs:
+  in straight-line code [first definition, last use] (or the end, for an output); around
+  a loop it covers the whole loop body when ``x`` is live across the back edge.
 * ``lower_bound = max over i of Σ size(x) for x in occupied[i]``: every buffer occupying
   one instruction needs its own bytes at the same time, so no plan fits in less.
 * ``conflict graph``: an edge ``x — y`` when some instruction is occupied by both: the
@@ -43,22 +49,52 @@ def occupied(program) -> list[frozenset]:
     return [lv.live_in[i] | lv.defs[i] for i in range(len(program.instructions))]
 
 
+def segments(program) -> dict:
+    """``{buffer: [(first, last), ...]}``: the runs of instructions each buffer occupies."""
+    lv = program.liveness()
+    runs: dict = {}
+    for b in program.blocks:
+        if not b.instructions:
+            continue
+        open_: dict = {x: [b.instructions[0], b.instructions[0]] for x in lv.block_in[b.name]}
+        for i in b.instructions:
+            ins = program.instructions[i]
+            for x in ins.uses:
+                open_[x][1] = i  # a use: x was live into i
+            for x in ins.defs:
+                if x in ins.uses:
+                    continue  # read and written here (x = x + 1): one run goes on
+                if x in open_ and open_[x][1] == i - 1:
+                    open_[x][1] = i  # written right after its last use: the runs touch
+                else:  # a new value; the old one (if any) died at its last use
+                    if x in open_:
+                        runs.setdefault(x, []).append(tuple(open_[x]))
+                    open_[x] = [i, i]
+        end, out = b.instructions[-1], lv.block_out[b.name]
+        for x, (first, last) in open_.items():
+            runs.setdefault(x, []).append((first, end if x in out else last))
+    return {x: sorted(runs[x]) for x in program.buffers if x in runs}
+
+
 def intervals(program) -> dict:
-    """``{buffer: Interval}`` for every buffer that occupies some instruction."""
-    first: dict = {}
-    last: dict = {}
-    for i, occ in enumerate(occupied(program)):
-        for x in occ:
-            if x not in first:
-                first[x] = i
-            last[x] = i
-    return {x: Interval(first[x], last[x]) for x in program.buffers if x in first}
+    """``{buffer: Interval}``: the hull of each buffer's runs (every buffer that occupies some instruction)."""
+    return {x: Interval(r[0][0], max(last for _, last in r)) for x, r in program.segments().items()}
 
 
 def live_bytes(program) -> list[int]:
     """Σ slot size of the planned buffers occupying each instruction (the lower bound's curve)."""
-    size = {n: program.buffers[n].size for n in program.planned}
-    return [sum(size.get(x, 0) for x in occ) for occ in occupied(program)]
+    delta = [0] * (len(program.instructions) + 1)
+    runs = program.segments()
+    for x in program.planned:
+        size = program.buffers[x].size
+        for first, last in runs[x]:
+            delta[first] += size
+            delta[last + 1] -= size
+    out, running = [], 0
+    for d in delta[:-1]:
+        running += d
+        out.append(running)
+    return out
 
 
 def lower_bound(program, where: bool = False):

@@ -14,6 +14,8 @@ occupying ``i`` by offset; each must end before the next begins), and raises
 """
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass, field
 
 
@@ -54,8 +56,6 @@ class Plan:
     def check(self) -> "Plan":
         """Raise :class:`PlanError` unless every planned buffer has an aligned offset and no two
         buffers live at one instruction overlap; returns the plan."""
-        from .conflicts import occupied
-
         prog, offsets = self.program, self.offsets
         planned = prog.planned
         missing = [n for n in planned if n not in offsets]
@@ -68,18 +68,35 @@ class Plan:
             if not isinstance(o, int) or o < 0 or o % prog.alignment:
                 raise PlanError(f"{self.strategy}: buffer {n} has offset {o!r}; offsets are ints ≥ 0 and "
                                 f"multiples of the alignment ({prog.alignment})")
-        keep = set(planned)
+        # sweep the instructions: runs that end before i leave, runs that start at i enter; the
+        # buffers live at once are kept sorted by offset, and each one entering must end
+        # before its upper neighbour begins and begin after its lower neighbour ends
         size = {n: prog.buffers[n].size for n in planned}
-        for i, occ in enumerate(occupied(prog)):
-            live = sorted((offsets[x], x) for x in occ if x in keep and size[x])
-            for (o1, x), (o2, y) in zip(live, live[1:]):
-                if o1 + size[x] > o2:
-                    ins = prog.instructions[i]
-                    raise PlanError(
-                        f"{self.strategy}: buffers {x} ({size[x]} B at {o1}) and {y} ({size[y]} B at {o2}) "
-                        f"are both live at instruction {ins.index} ({ins.text}) but their bytes overlap "
-                        f"([{o1}, {o1 + size[x]}) and [{o2}, {o2 + size[y]})).")
+        runs = prog.segments()
+        events = sorted((first, last, n) for n in planned if size[n] for first, last in runs[n])
+        live: list = []  # (offset, name, last) sorted by offset
+        leaving: list = []  # (last, offset, name) heap
+        for first, last, x in events:
+            while leaving and leaving[0][0] < first:
+                _, o, y = heapq.heappop(leaving)
+                live.pop(bisect.bisect_left(live, (o, y)))
+            o = offsets[x]
+            k = bisect.bisect_left(live, (o, x))
+            for y_o, y in live[max(0, k - 1): k + 1]:
+                if y_o < o + size[x] and o < y_o + size[y]:
+                    self._overlap(x, y, first)
+            live.insert(k, (o, x))
+            heapq.heappush(leaving, (last, o, x))
         return self
+
+    def _overlap(self, x: str, y: str, i: int) -> None:
+        prog, o, size = self.program, self.offsets, self.sizes
+        ins = prog.instructions[i]
+        x, y = sorted((x, y), key=lambda n: (o[n], n))
+        raise PlanError(
+            f"{self.strategy}: buffers {x} ({size[x]} B at {o[x]}) and {y} ({size[y]} B at {o[y]}) are both "
+            f"live at instruction {ins.index} ({ins.text}) but their bytes overlap "
+            f"([{o[x]}, {o[x] + size[x]}) and [{o[y]}, {o[y] + size[y]})).")
 
     def __repr__(self) -> str:
         lb = self.lower_bound

@@ -88,37 +88,39 @@ def naive(program) -> Plan:
 
 def place(program, order: list[str], rule: str, name: str) -> Plan:
     """Place buffers in ``order``, each into the ``"lowest"`` or the ``"tightest"`` gap that
-    fits among the placed buffers whose intervals overlap its own."""
+    fits among the placed buffers whose intervals overlap its own (around a loop an
+    interval is the hull of the buffer's live ranges: a little more than it needs)."""
     iv, buffers, a = program.intervals(), program.buffers, program.alignment
     n = len(order)
-    starts, ends, offs, sizes = (np.zeros(n, np.int64) for _ in range(4))
+    first, last, offs, ends = (np.zeros(n, np.int64) for _ in range(4))
     offsets = {}
     for k, x in enumerate(order):
         s, e = iv[x]
         size = buffers[x].size
-        m = (starts[:k] <= e) & (ends[:k] >= s)
-        at = _gap(offs[:k][m], sizes[:k][m], size, a, rule)
-        starts[k], ends[k], offs[k], sizes[k] = s, e, at, size
+        m = (first[:k] <= e) & (last[:k] >= s)  # placed buffers live at the same time as x
+        at = gap(offs[:k][m], ends[:k][m], size, a, rule)
+        first[k], last[k], offs[k], ends[k] = s, e, at, at + size
         offsets[x] = at
     return Plan(program, name, offsets, list(order))
 
 
-def _gap(offs: np.ndarray, sizes: np.ndarray, size: int, a: int, rule: str) -> int:
-    """The start of the gap chosen by ``rule`` among blocks ``[offs, offs + sizes)``."""
+def gap(offs: np.ndarray, ends: np.ndarray, size: int, a: int, rule: str = "lowest") -> int:
+    """The start of the gap chosen by ``rule`` among blocks ``[offs, ends)``: by offset, the
+    room before block j runs from the end of everything below it (rounded up to the
+    alignment ``a``) to its offset; above them all there is always room."""
     if offs.size == 0:
         return 0
     idx = np.argsort(offs, kind="stable")
     offs = offs[idx]
-    below = np.maximum.accumulate(np.concatenate(([0], offs + sizes[idx])))  # end of all blocks before j
-    cand = (below[:-1] + a - 1) // a * a  # where a gap before block j would start
-    room = offs - cand
+    below = np.maximum.accumulate(np.concatenate(([0], ends[idx])))  # end of all blocks before j
+    start = (below[:-1] + a - 1) // a * a
+    room = offs - start
     fits = np.flatnonzero(room >= size)
     if fits.size == 0:
-        return int((below[-1] + a - 1) // a * a)  # above everything
+        return int((below[-1] + a - 1) // a * a)
     if rule == "lowest":
-        return int(cand[fits[0]])
-    best = fits[np.argmin(room[fits])]  # tightest (argmin: the lowest among equals)
-    return int(cand[best])
+        return int(start[fits[0]])
+    return int(start[fits[np.argmin(room[fits])]])  # tightest; argmin: the lowest among equals
 
 
 def coloring(program) -> Plan:

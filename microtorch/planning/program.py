@@ -112,6 +112,7 @@ class Program:
         self._liveness = None
         self._intervals = None
         self._planned = None
+        self._segments = None
 
     # -- making programs ------------------------------------------------------------------------
     @classmethod
@@ -253,6 +254,15 @@ class Program:
 
             self._intervals = intervals(self)
         return self._intervals
+
+    def segments(self) -> dict:
+        """``{buffer: [(first, last), ...]}``: the runs of instructions each buffer occupies
+        (its live ranges; one run in straight-line code unless it is written again after dying)."""
+        if self._segments is None:
+            from .conflicts import segments
+
+            self._segments = segments(self)
+        return self._segments
 
     def lower_bound(self) -> int:
         """The largest sum of slot sizes of planned buffers live at one instruction: no plan
