@@ -73,7 +73,18 @@ def segments(program) -> dict:
         end, out = b.instructions[-1], lv.block_out[b.name]
         for x, (first, last) in open_.items():
             runs.setdefault(x, []).append((first, end if x in out else last))
-    return {x: sorted(runs[x]) for x in program.buffers if x in runs}
+    return {x: _merged(runs[x]) for x in program.buffers if x in runs}
+
+
+def _merged(runs: list) -> list:
+    """Runs sorted, with runs that touch (one ends at i − 1, the next starts at i) joined."""
+    out: list = []
+    for first, last in sorted(runs):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out
 
 
 def intervals(program) -> dict:
