@@ -455,3 +455,13 @@ def test_check_rejects_exactly_the_plans_that_overlap_live_buffers(n, seed, slot
             p.check()
     else:
         p.check()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcdefgh"), st.tuples(st.integers(0, 8), st.integers(0, 4), st.integers(1, 9)),
+                       min_size=1))
+def test_from_intervals_gives_back_the_intervals(spec):
+    intervals = {n: (f, f + d, s) for n, (f, d, s) in spec.items()}
+    prog = Program.from_intervals(intervals)
+    iv = prog.intervals()
+    assert {n: (iv[n].first, iv[n].last) for n in intervals} == {n: (f, l) for n, (f, l, _) in intervals.items()}

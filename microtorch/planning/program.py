@@ -188,7 +188,8 @@ class Program:
         uses = [[] for _ in range(n)]
         for name, (first, last, _) in intervals.items():
             defs[int(first)].append(name)
-            uses[int(last)].append(name)
+            if int(last) > int(first):  # (read where it is written, it would be live before it)
+                uses[int(last)].append(name)
         instructions = [Instruction(i, _text(defs[i], uses[i]), tuple(defs[i]), tuple(uses[i])) for i in range(n)]
         buffers = [Buffer(name, int(nb), _align(int(nb), alignment), "temporary", int(first))
                    for name, (first, _, nb) in intervals.items()]
