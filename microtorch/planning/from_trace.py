@@ -82,7 +82,7 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
             grad_targets.add(target)
             grad_flow.add(g.get("source"))
             name = tensors.get(g.get("tensor"), {}).get("name") or f"tensor {g.get('tensor')}"
-            add("grad", f"grad {g.get('shape')}", f"{name}.grad += gradient", defs + [target],
+            add("grad", f"grad {g.get('shape')}", f"{name} {g.get('shape')}: .grad += gradient", defs + [target],
                 [g.get("source"), target], g["step"], signature(g))
         pending_grads.clear()
 

@@ -265,12 +265,12 @@ class Program:
             self._segments = segments(self)
         return self._segments
 
-    def lower_bound(self) -> int:
+    def lower_bound(self, where: bool = False):
         """The largest sum of slot sizes of planned buffers live at one instruction: no plan
-        can use fewer bytes."""
+        can use fewer bytes (``where=True``: ``(bytes, the instruction where it is reached)``)."""
         from .conflicts import lower_bound
 
-        return lower_bound(self)
+        return lower_bound(self, where)
 
     def conflict_graph(self):
         """An edge between every two planned buffers live at the same instruction:

@@ -66,6 +66,7 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     if name in _PLAYERS:  # players over planning pictures (a program, a plan: not a trace)
+        __getattr__("player")  # load the trace player first, so `player` stays the function
         module = importlib.import_module(".sequence_player", __name__)
         globals()["sequence_player"] = module.sequence_player  # the function wins over the module
         globals()[name] = value = getattr(module, name)

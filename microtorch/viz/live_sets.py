@@ -110,11 +110,11 @@ def render(program, i: int = 0, *, max_rows: int = MAX_ROWS, width: float = DEFA
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(rows, 0)
     ax.set_yticks([k + 0.5 for k in range(len(f.rows))], [r[1] for r in f.rows], fontsize=8)
-    ax.set_xlabel("instruction (program order →)")
     ax.spines[["top", "right"]].set_visible(False)
-    s = lambda xs: "{" + ", ".join(xs[:8]) + (", …" if len(xs) > 8 else "") + "}"  # noqa: E731
-    ax.set_title(f"live_in = {s(f.live_in)}   live_out = {s(f.live_out)}   (▲ def, ● use)", fontsize=9,
-                 loc="left", fontweight="normal")
+    s = lambda xs: "{" + ", ".join(xs[:6]) + (", …" if len(xs) > 6 else "") + "}"  # noqa: E731
+    ax.set_title(f"live_in = {s(f.live_in)}    live_out = {s(f.live_out)}", fontsize=9, loc="left",
+                 fontweight="normal")
+    ax.set_xlabel("instruction (program order →) · solid: occupies the instruction at the cursor · ▲ def · ● use")
     fig.suptitle(f"Liveness at instruction {f.i}: {f.instruction[:60]}", fontsize=11, fontweight="bold")
     fig.facts, fig.description = f, facts_text(f)
     return fig
