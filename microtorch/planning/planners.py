@@ -97,8 +97,8 @@ def place(program, order: list[str], rule: str, name: str) -> Plan:
     for k, x in enumerate(order):
         s, e = iv[x]
         size = buffers[x].size
-        m = (first[:k] <= e) & (last[:k] >= s)  # placed buffers live at the same time as x
-        at = gap(offs[:k][m], ends[:k][m], size, a, rule)
+        live = np.flatnonzero((first[:k] <= e) & (last[:k] >= s))  # placed buffers live with x
+        at = gap(offs[live], ends[live], size, a, rule)
         first[k], last[k], offs[k], ends[k] = s, e, at, at + size
         offsets[x] = at
     return Plan(program, name, offsets, list(order))
@@ -112,12 +112,14 @@ def gap(offs: np.ndarray, ends: np.ndarray, size: int, a: int, rule: str = "lowe
         return 0
     idx = np.argsort(offs, kind="stable")
     offs = offs[idx]
-    below = np.maximum.accumulate(np.concatenate(([0], ends[idx])))  # end of all blocks before j
-    start = (below[:-1] + a - 1) // a * a
+    top = np.maximum.accumulate(ends[idx])  # the end of blocks 0..j
+    start = np.empty_like(top)  # where a gap before block j starts: above blocks 0..j-1
+    start[0] = 0
+    start[1:] = (top[:-1] + a - 1) // a * a
     room = offs - start
     fits = np.flatnonzero(room >= size)
     if fits.size == 0:
-        return int((below[-1] + a - 1) // a * a)
+        return int((top[-1] + a - 1) // a * a)
     if rule == "lowest":
         return int(start[fits[0]])
     return int(start[fits[np.argmin(room[fits])]])  # tightest; argmin: the lowest among equals
