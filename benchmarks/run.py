@@ -44,6 +44,7 @@ GROUPS = {
     "player": "benchmarks.player",
     "training": "benchmarks.training",
     "phases": "benchmarks.phases",
+    "planner": "benchmarks.planner",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

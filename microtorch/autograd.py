@@ -211,6 +211,7 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
     rec = _trace.active
     if rec is not None:
         rec.emit("grad", tensor=rec.tensor(leaf), shape=list(leaf.grad.shape),
+                 storage=leaf.grad._storage.id, source=g._storage.id,
                  norm=float(np.sqrt(np.sum(np.square(leaf.grad._data, dtype=np.float64)))))
 
 
@@ -356,6 +357,6 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
         node.release()
     if rec is not None:
         rec.emit("node_run", node=_trace.node_id(node), op=node.name,
-                 grad_shape=list(g.shape),
+                 grad_shape=list(g.shape), grad_storage=g._storage.id,
                  pending=None if reachable is None else _pending(reachable),
                  ready=None if ready is None else [_trace.node_id(n) for n in ready])

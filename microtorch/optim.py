@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from .grad_mode import enable_grad, no_grad
+from .memory import trace as _trace
 from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
 from .tensor import Tensor
 
@@ -117,6 +118,11 @@ class Optimizer:
                              flat.data._data[sl], flat.grad._data[sl], step)
                 steps[members] += 1
             flat.bump_version()
+        rec = _trace.active
+        if rec is not None:
+            rec.emit("optimizer_step", optimizer=type(self).__name__,
+                     params=[f.data._storage.id for f in self._flats],
+                     grads=[f.grad._storage.id for f in self._flats])
         return loss
 
     def _update(self, group: dict, state: dict, p: np.ndarray, g: np.ndarray, step: int) -> None:

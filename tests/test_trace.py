@@ -59,8 +59,9 @@ def test_all_event_kinds_appear_in_a_training_step():
     with mt.trace() as tr:
         # a small arena (so it grows) and a pool with deferred release (so epochs count)
         with use_pool(Pool(defer_epochs=1)) as pool, step_arena(Arena(capacity=64)):
-            _, _, loss = small_training_step()
+            _, w, loss = small_training_step()
             loss.item()  # a read outside an op
+            mt.optim.SGD([w], lr=0.1).step()  # the update: an optimizer_step event
             pool.advance_epoch()
         tr.mark("step done")  # the one kind only a user emits
     kinds = tr.kinds()

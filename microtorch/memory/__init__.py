@@ -2,6 +2,8 @@
 
 ``mt.memory.step_arena()`` scopes a training step's activations to an arena;
 ``mt.memory.stats()`` reports what the allocators did; ``use_heap()`` turns them off.
+``mt.memory.Program.from_trace(tr)``, ``mt.memory.plan(prog, strategy=...)`` and
+``with mt.memory.planned(plan):`` plan a step's memory ahead of time (:mod:`microtorch.planning`).
 ``mt.memory.alias(a, b)`` says whether two views share bytes (and ``t.byte_ranges()`` which
 bytes a view touches); ``mt.memory.inplace_plan(trace)`` says which ops of a recorded
 program could safely write into their input.
@@ -22,3 +24,10 @@ __all__ = ["AliasReport", "InplacePlan", "alias", "byte_extent", "byte_ranges", 
            "StaleTensorError", "Storage", "Trace", "align_up", "empty_storage", "new_storage",
            "nodes", "pool", "reset_peak", "size_classes", "stats", "step", "step_arena",
            "use_heap", "use_pool"]
+
+# memory planning (microtorch/planning/): liveness, conflict graph, planners, planned execution
+from ..planning import (ConflictGraph, Liveness, Plan, PlanError, PlanMismatchError, PlannedArena,  # noqa: E402
+                        Program, plan, planned)
+
+__all__ += ["ConflictGraph", "Liveness", "Plan", "PlanError", "PlanMismatchError", "PlannedArena", "Program",
+            "plan", "planned"]

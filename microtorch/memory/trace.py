@@ -70,8 +70,12 @@ KINDS = {
           "input's bytes and bumped that storage's version by one; output is then an alias of them)",
     "backward": "a backward pass starts: order ('deps' or 'topo'), roots (tensor ids backward starts "
                 "from), pending (node -> count) and ready, or schedule",
-    "node_run": "a node's backward ran: node, op, grad_shape, pending (counts after it ran), ready",
-    "grad": "a gradient was accumulated into a leaf's .grad: tensor, shape, norm",
+    "node_run": "a node's backward ran: node, op, grad_shape, grad_storage (the incoming gradient's "
+                "storage), pending (counts after it ran), ready",
+    "grad": "a gradient was accumulated into a leaf's .grad: tensor, shape, norm, storage (the .grad's), "
+            "source (the accumulated gradient's storage)",
+    "optimizer_step": "an optimizer updated its parameters: optimizer (class name), params and grads "
+                      "(the storages of its flat parameter and gradient buffers)",
     "release": "a node let go of its saved tensors and freed its record: node, slot (None if the "
                "record was already freed), dropped (True: its graph was dropped without backward)",
     "alloc_block": "an allocator handed out a block: allocator, block, chunk, offset, nbytes, size, "

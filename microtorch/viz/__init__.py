@@ -21,6 +21,14 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
 * :mod:`~microtorch.viz.refcounts` — each storage's reference count over time, and who
   holds the references;
 * :mod:`~microtorch.viz.liveness` — storage lifetimes as a Gantt chart, live bytes and the peak;
+* memory planning (these take a program or a plan and an index, not a trace):
+  :mod:`~microtorch.viz.live_sets` (live ranges with live_in/live_out at an instruction),
+  :mod:`~microtorch.viz.fixed_point` (the liveness iteration, block by block),
+  :mod:`~microtorch.viz.conflict_graph` (the interference graph coloured by slot),
+  :mod:`~microtorch.viz.packing` (time × address rectangles, placed one by one),
+  :mod:`~microtorch.viz.plan_bars` (strategies vs the lower bound vs what the engine used);
+  :mod:`~microtorch.viz.sequence_player` steps any of them (``liveness_player``,
+  ``packing_player``, ``instruction_player``);
 * :mod:`~microtorch.viz.alias` — which elements of one storage several views touch, and the
   must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
 
@@ -42,7 +50,9 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 import importlib
 
 _SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
-               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline")
+               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline",
+               "live_sets", "fixed_point", "conflict_graph", "packing", "plan_bars", "sequence_player")
+_PLAYERS = ("sequence_player", "liveness_player", "packing_player", "instruction_player")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
            "palette", "events", "dot"]
@@ -54,6 +64,12 @@ def __getattr__(name: str):
         value = getattr(module, name)
         # importing the submodule bound `player` to the module; the function wins
         globals()[name] = value
+        return value
+    if name in _PLAYERS:  # players over planning pictures (a program, a plan: not a trace)
+        __getattr__("player")  # load the trace player first, so `player` stays the function
+        module = importlib.import_module(".sequence_player", __name__)
+        globals()["sequence_player"] = module.sequence_player  # the function wins over the module
+        globals()[name] = value = getattr(module, name)
         return value
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
