@@ -61,6 +61,8 @@ def test_all_event_kinds_appear_in_a_training_step():
         with use_pool(Pool(defer_epochs=1)) as pool, step_arena(Arena(capacity=64)):
             small_training_step()
             pool.advance_epoch()
+        x = mt.randn(3, requires_grad=True)  # a checkpointed region: checkpoint and recompute events
+        mt.utils.checkpoint.checkpoint(mt.tanh, x, use_reentrant=False).sum().backward()
         tr.mark("step done")  # the one kind only a user emits
     kinds = tr.kinds()
     assert set(kinds) == set(trace_module.KINDS)
