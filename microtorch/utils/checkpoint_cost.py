@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -85,14 +85,14 @@ def chain_of(layers: list[tuple]) -> Chain:
 # --------------------------------------------------------------------------------------------
 # measuring
 # --------------------------------------------------------------------------------------------
-def measure_layer(layer, x: Tensor, repeat: int = 3, name: str = "", saved: int | None = None) -> tuple[Layer, Tensor]:
+def measure_layer(layer, x: Tensor, repeat: int = 5, name: str = "", saved: int | None = None) -> tuple[Layer, Tensor]:
     """Run ``layer(x)`` and measure its :class:`Layer` costs; returns them and the output
     (the next layer's input, detached and requiring grad like a layer inside a chain).
 
     ``saved`` (unless given): a recorded run's ``op`` events list the storages each op
     saved; those allocated inside the layer count. ``workspace``: the allocator's peak
-    during the layer's backward above what was live before it. Times: the best of
-    ``repeat`` runs.
+    during the layer's backward above what was live before it (once the parameters have
+    their ``.grad``). Times: the best of ``repeat`` runs.
     """
     if saved is None:
         with _trace.record() as tr:
@@ -101,11 +101,13 @@ def measure_layer(layer, x: Tensor, repeat: int = 3, name: str = "", saved: int 
     else:
         out = layer(x)
     g = Tensor._wrap(np.ones(out.shape, dtype=out.dtype))
-    before = placement.live_bytes
-    placement.reset_peak()
+    workspace = 0
     if out.requires_grad:
+        layer(x).backward(g)  # first: the parameters' .grad get their buffers (they outlive a step)
+        before = placement.live_bytes
+        placement.reset_peak()
         out.backward(g)
-    workspace = max(0, placement.peak_bytes - before)
+        workspace = max(0, placement.peak_bytes - before)
     forward_t, backward_t = math.inf, math.inf
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -123,12 +125,12 @@ def measure_layer(layer, x: Tensor, repeat: int = 3, name: str = "", saved: int 
     return Layer(forward_t, saved, out._data.nbytes, workspace, backward_t, name), nxt
 
 
-def layer_costs(layers, x: Tensor, repeat: int = 3) -> Chain:
+def layer_costs(layers, x: Tensor, repeat: int = 5) -> Chain:
     """Measure every layer of a chain (a list of callables or an ``nn.Sequential``) on input ``x``.
 
     The saved bytes come from one recorded forward of the whole chain (a layer's output
-    that the *next* layer saves counts for the layer that made it); times and workspaces
-    from each layer run on its own.
+    that the *next* layer saves counts for the layer that made it); workspaces from each
+    layer run on its own; forward times from whole forward passes, layer by layer.
     """
     layers = _as_list(layers)
     x = x.detach()
@@ -141,10 +143,30 @@ def layer_costs(layers, x: Tensor, repeat: int = 3) -> Chain:
     saved = _saved_by_span(tr.events, bounds)
     del y, tr
     out = []
+    x0 = x
     for i, layer in enumerate(layers):
         cost, x = measure_layer(layer, x, repeat, _layer_name(layer, i), saved[i])
         out.append(cost)
-    return Chain(out, "s")
+    # times inside the chain: a layer run on its own finds its weights in the CPU caches,
+    # one in a long chain does not; so time each layer's forward within whole forward passes,
+    # the whole backward, and split the backward as the layers' own backward times do
+    forward = [math.inf] * len(layers)
+    backward = math.inf
+    for _ in range(repeat):
+        y = x0
+        for i, layer in enumerate(layers):
+            t0 = time.perf_counter()
+            y = layer(y)
+            forward[i] = min(forward[i], time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        y.sum().backward()
+        backward = min(backward, time.perf_counter() - t0)
+        del y
+    own = sum(c.backward for c in out) or 1.0
+    for layer in layers:
+        for p in _parameters(layer):
+            p.grad = None
+    return Chain([replace(c, forward=f, backward=backward * c.backward / own) for c, f in zip(out, forward)], "s")
 
 
 def _saved_by_span(events: list, bounds: list) -> list[int]:
@@ -161,40 +183,50 @@ def _saved_by_span(events: list, bounds: list) -> list[int]:
 def flops_model(layers, x: Tensor) -> Chain:
     """The second model: times in floating-point operations, bytes from shapes.
 
-    A ``Linear`` (in → out, batch B) costs 2·B·in·out FLOPs forward and twice that
-    backward, saves its input; its weight gradient is a workspace of in·out elements.
+    A ``Linear`` (in → out, B rows) costs 2·B·in·out FLOPs forward and twice that
+    backward and saves its input; its weight gradient is a workspace of in·out elements.
     Any other layer (an activation) costs one FLOP per output element and saves its
-    output. The output of one layer is the next one's input, so it is counted once: as
-    ``saved`` of the layer that made it, if the next layer saves its input or it saves
-    its own output.
+    output. A tensor saved by the layer that made it or by the next one counts once, for
+    the layer that made it; a ``Sequential`` block is the sum of its layers. Workspace:
+    the weight gradient plus the incoming and outgoing gradients.
     """
     layers = _as_list(layers)
-    shapes, kinds = [], []
+    walked = []
     with grad_mode.no_grad():
         for layer in layers:
-            x = layer(x)
-            shapes.append((x.shape, x.dtype.itemsize))
-            kinds.append(_flops_of(layer, x))
+            walked.append(_walk(layer, x))
+            x = walked[-1][-1]
     out = []
-    for i, (layer, ((shape, item), (fwd, saves_input, saves_output, work))) in enumerate(zip(layers, zip(shapes, kinds))):
-        nbytes = math.prod(shape) * item
-        next_saves_input = i + 1 < len(layers) and kinds[i + 1][1]
-        saved = nbytes if (saves_output or next_saves_input) else 0
-        out.append(Layer(float(fwd), saved, nbytes, work * item + 2 * nbytes, 2.0 * fwd, _layer_name(layer, i)))
+    for i, (layer, (fwd, _, saves_output, inner, work, y)) in enumerate(zip(layers, walked)):
+        nbytes = y._data.nbytes
+        next_saves_input = i + 1 < len(walked) and walked[i + 1][1]
+        saved = inner + (nbytes if (saves_output or next_saves_input) else 0)
+        out.append(Layer(fwd, saved, nbytes, work * y.dtype.itemsize + 2 * nbytes, 2.0 * fwd,
+                         _layer_name(layer, i)))
     return Chain(out, "FLOPs")
 
 
-def _flops_of(layer, y: Tensor) -> tuple[float, bool, bool, int]:
-    """(forward FLOPs, saves its input, saves its output, workspace elements) of one layer."""
+def _walk(layer, x: Tensor) -> tuple:
+    """``(FLOPs, saves its input, saves its output, bytes saved inside, workspace elements,
+    output)`` of one layer (a block: its layers in turn)."""
     from ..nn import Linear, Sequential
 
     if isinstance(layer, Sequential):
-        raise TypeError("flops_model: give the chain's layers one by one (list(seq) of single layers)")
+        parts = []
+        for sub in layer:
+            parts.append(_walk(sub, x))
+            x = parts[-1][-1]
+        inner = sum(p[3] for p in parts)
+        for a, b in zip(parts, parts[1:]):  # a sub-layer's output, saved by it or by the next
+            if a[2] or b[1]:
+                inner += a[-1]._data.nbytes
+        return (sum(p[0] for p in parts), parts[0][1], parts[-1][2], inner, max(p[4] for p in parts), x)
+    y = layer(x)
     if isinstance(layer, Linear):
         w = layer.weight
         rows = y._data.size // w.shape[0]
-        return 2.0 * rows * w.shape[0] * w.shape[1], True, False, w._data.size
-    return float(y._data.size), False, True, 0
+        return 2.0 * rows * w.shape[0] * w.shape[1], True, False, 0, w._data.size, y
+    return float(y._data.size), False, True, 0, 0, y
 
 
 # --------------------------------------------------------------------------------------------
