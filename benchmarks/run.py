@@ -43,6 +43,7 @@ GROUPS = {
     "allocators": "benchmarks.allocators",
     "player": "benchmarks.player",
     "training": "benchmarks.training",
+    "checkpoint": "benchmarks.checkpoint",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"
