@@ -37,12 +37,12 @@ from .recompute import Frame, _name, rng_state, set_rng_state
 from .checkpoint_cost import (Chain, Layer, chain_of, flops_model, layer_costs, measure_layer,
                               store_or_recompute)
 from .checkpoint_schedule import (Schedule, brute_force, frontier, measure, min_peak, no_checkpoint,
-                                  optimal, predict, run_schedule, schedule, sqrt_n, sqrt_segments)
+                                  optimal, predict, run_schedule, schedule, sqrt_n, sqrt_segments, trace_step)
 
 __all__ = ["Chain", "CheckpointFunction", "Layer", "Schedule", "brute_force", "chain_of", "checkpoint",
            "checkpoint_sequential", "flops_model", "frontier", "layer_costs", "measure", "measure_layer",
            "min_peak", "no_checkpoint", "optimal", "predict", "run_schedule", "schedule", "sqrt_n",
-           "sqrt_segments", "store_or_recompute"]
+           "sqrt_segments", "store_or_recompute", "trace_step"]
 
 
 def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_state: bool = True,

@@ -294,3 +294,22 @@ def measure(layers, sched, input, loss=None, repeat: int = 3, use_reentrant: boo
         best = min(best, time.perf_counter() - t0)
         kept_bytes, peak_bytes = kept - before, placement.peak_bytes - before
     return {"kept_bytes": kept_bytes, "peak_bytes": peak_bytes, "time": best}
+
+
+def trace_step(layers, sched, input, loss=None, use_reentrant: bool = False):
+    """One forward + backward with ``sched``, recorded (``mt.trace()``): the trace the
+    pictures read (the live bytes of the step, its ``checkpoint`` and ``recompute`` events).
+    A first, unrecorded step gives the parameters their ``.grad`` (zeroed before the
+    recorded one), as in :func:`measure`."""
+    from ..memory.trace import record
+
+    loss = loss or (lambda y: y.sum())
+    loss(run_schedule(layers, sched, input, use_reentrant)).backward()  # parameters get their .grad
+    for f in (layers.children() if hasattr(layers, "children") else layers):
+        for p in (f.parameters() if hasattr(f, "parameters") else ()):
+            if p.grad is not None:
+                p.grad._data.fill(0)
+    with record() as tr:
+        y = run_schedule(layers, sched, input, use_reentrant)  # (held through backward, as in a training loop)
+        loss(y).backward()
+    return tr

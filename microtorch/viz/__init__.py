@@ -21,6 +21,9 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
 * :mod:`~microtorch.viz.refcounts` — each storage's reference count over time, and who
   holds the references;
 * :mod:`~microtorch.viz.liveness` — storage lifetimes as a Gantt chart, live bytes and the peak;
+* :mod:`~microtorch.viz.recompute` — checkpointing: the memory/time frontier, a schedule on
+  the chain with the step's live bytes before/after, and a budget slider (these take
+  schedules and traces: ``render_frontier(chain)``, ``render_schedule(sched, trace)``);
 * :mod:`~microtorch.viz.alias` — which elements of one storage several views touch, and the
   must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
 
@@ -42,7 +45,7 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 import importlib
 
 _SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
-               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline")
+               "graph_text", "header", "liveness", "palette", "player", "pool", "recompute", "refcounts", "timeline")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
            "palette", "events", "dot"]
