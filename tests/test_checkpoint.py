@@ -319,3 +319,26 @@ def test_matches_torch_utils_checkpoint(reentrant):
     for m, tm in zip(net, tnet):
         if isinstance(m, mt.nn.Linear):
             assert np.allclose(m.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_mixed_nesting_and_no_grad():
+    mt.manual_seed(0)
+    w = mt.randn(3, 3, dtype=mt.float64, requires_grad=True)
+    x = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
+
+    def inner(y):
+        return (y @ w).tanh()
+
+    def grads(run):
+        x.grad = w.grad = None
+        run().backward()
+        return [x.grad.numpy().copy(), w.grad.numpy().copy()]
+
+    plain = grads(lambda: inner(x * 1.0).sum())
+    mixed = grads(lambda: checkpoint(lambda z: checkpoint(inner, z * 1.0, use_reentrant=True).sum(), x,
+                                     use_reentrant=False))
+    _same(plain, mixed)
+    with mt.no_grad():  # inference: a checkpoint is just the function
+        for reentrant in VARIANTS:
+            out = checkpoint(inner, x, use_reentrant=reentrant)
+            assert not out.requires_grad and np.array_equal(out.numpy(), inner(x).numpy())

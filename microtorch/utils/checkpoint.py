@@ -201,14 +201,14 @@ class CheckpointFunction(Function):
 def _checkpoint_reentrant(function, generator, args):
     if grad_mode._grad_enabled and not any(a.requires_grad for a in args if isinstance(a, Tensor)):
         warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=3)
+    if not grad_mode._grad_enabled or not any(a.requires_grad for a in args if isinstance(a, Tensor)):
+        with grad_mode.no_grad():  # no node would be recorded: the outputs need no grad (PyTorch)
+            return function(*args)
     rec = _trace.active
     if rec is not None:
         tensors = [a for a in args if isinstance(a, Tensor)]
         rec.emit("checkpoint", stage="begin", checkpoint=None, fn=_name(function), reentrant=True,
                  inputs=[rec.tensor(a) for a in tensors], kept_bytes=sum(a._storage.nbytes for a in tensors))
-    if not grad_mode._grad_enabled or not any(a.requires_grad for a in args if isinstance(a, Tensor)):
-        with grad_mode.no_grad():  # no node would be recorded: the outputs need no grad (PyTorch)
-            return function(*args)
     flat = CheckpointFunction.apply(function, generator, *args)
     node = flat.grad_fn
     out = _rebuild(node.structure, flat)

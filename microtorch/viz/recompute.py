@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..utils.checkpoint import min_peak, no_checkpoint, optimal, sqrt_n
 from . import palette
 from .figure import DEFAULT_WIDTH, byte_ticks, new_figure
 from .timeline import fmt_bytes
@@ -50,8 +51,6 @@ def frontier_facts(chain, budgets=None, measured=None, points=None) -> FrontierF
     plain run's peak), the optimal schedule at each; ``points``: method -> Schedule
     (default none and √n); ``measured``: method -> list of ``{"peak_bytes", "time"}`` dicts
     or ``(peak, time)`` pairs."""
-    from ..utils.checkpoint import min_peak, no_checkpoint, optimal, sqrt_n
-
     floor = min_peak(chain)
     plain = no_checkpoint(chain)
     if budgets is None:
