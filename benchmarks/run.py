@@ -45,6 +45,7 @@ GROUPS = {
     "training": "benchmarks.training",
     "phases": "benchmarks.phases",
     "planner": "benchmarks.planner",
+    "checkpoint": "benchmarks.checkpoint",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

@@ -50,6 +50,7 @@ from .memory.trace import Trace
 from .memory.trace import record as trace
 from .source import show_source
 from . import data, nn, optim  # after the ops: layers and optimizers are built from them
+from . import utils  # mt.utils.checkpoint: recomputation
 from .serialization import load, save
 
 float = float32  # noqa: A001 — PyTorch's alias (mt.float)

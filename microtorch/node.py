@@ -92,6 +92,13 @@ def _made_by(producer) -> str:
     return "" if producer is None else f", which is output 0 of {producer.name},"
 
 
+#: What makes the saved-tensor records of the op being applied: ``None`` means
+#: :class:`SavedTensor`. Inside a checkpointed region :mod:`microtorch.utils.checkpoint` sets a
+#: hook that keeps no bytes and recomputes them in backward (PyTorch's ``saved_tensors_hooks``);
+#: it is called like ``SavedTensor(t, node, is_output)`` and returns a record with the same methods.
+pack_hook = None
+
+
 # --------------------------------------------------------------------------------------------
 # nodes
 # --------------------------------------------------------------------------------------------
@@ -196,11 +203,12 @@ class Function:
             ctx.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
             to_save = ctx._to_save
             if to_save or ctx._save_output:
-                saved = [SavedTensor(t, ctx) for t in to_save if t is not None]
+                pack = SavedTensor if pack_hook is None else pack_hook
+                saved = [pack(t, ctx) for t in to_save if t is not None]
                 if len(saved) != len(to_save):  # forward skipped what no gradient needs: remember the positions
                     ctx._saved_layout = tuple([t is not None for t in to_save])
                 if ctx._save_output:
-                    saved.append(SavedTensor(result, ctx, is_output=True))
+                    saved.append(pack(result, ctx, True))
                 ctx.saved = tuple(saved)
                 ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
             ctx.record, ctx.words = _node_arena.new(ctx)
@@ -211,7 +219,7 @@ class Function:
                      slot=int(ctx.record["slot"]) if requires_grad else None,
                      inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
                      shape=list(result.shape), dtype=result.dtype.name,
-                     saved=[s.storage.id for s in ctx.saved],
+                     saved=[s.storage.id for s in ctx.saved if s.storage.id],  # (0: kept nothing)
                      next=[_edge_id(e) for e in ctx.next],
                      input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
                      output_storage=result._storage.id, inplace=cls.inplace)

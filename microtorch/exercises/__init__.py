@@ -17,6 +17,7 @@ One module per notebook; every checker is importable from here.
 from . import fallbacks
 from .arena import check_align_up, check_bump_offsets, check_chunk_plan
 from .backprop import check_dependency_counts, check_numerical_grad, check_topo_order
+from .checkpoint import check_optimal_chain, check_sqrt_segments
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .planning import check_block_liveness, check_first_fit, check_greedy_vs_first_fit
 from .pool import check_size_class_of, check_size_classes
@@ -35,4 +36,5 @@ __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if
            "check_alias_by_strides", "check_extent", "check_windows",
            "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",
            "check_element_offset", "check_inplace_safe", "check_momentum_update",
-           "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast"]
+           "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast",
+           "check_optimal_chain", "check_sqrt_segments"]

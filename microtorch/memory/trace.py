@@ -63,7 +63,7 @@ KINDS = {
     "free": "a storage's bytes were released (its refcount reached 0): storage, nbytes, stale (its "
             "arena was reset before, so the bytes had already stopped counting)",
     "refcount": "a storage's reference count changed: storage, refcount (new value), delta, holder",
-    "op": "an op ran: op, phase ('forward' or 'backward'), node (None if no graph was recorded), "
+    "op": "an op ran: op, phase ('forward', 'backward' or 'recompute'), node (None if no graph was recorded), "
           "slot (the node's record in the node arena), inputs, output (tensor ids), shape, dtype, "
           "saved (storage ids), next (where input grads go), input_storages and output_storage "
           "(storage ids), input_strides (in elements), inplace (True: the op wrote into its first "
@@ -97,6 +97,13 @@ KINDS = {
     "read": "a tensor's values were read outside an op: tensor, storage, how ('item', 'tolist' or "
             "'numpy'), copy (False: numpy() handed out an array over the bytes themselves, which reads "
             "them for as long as it lives — until its reference is dropped)",
+    "checkpoint": "a checkpointed region ran forward (microtorch.utils.checkpoint): stage ('begin' or "
+                  "'end'), checkpoint (its id), fn, reentrant, kept_bytes (its inputs' bytes, kept for "
+                  "backward); at begin inputs, at end outputs (tensor ids), dropped (saved tensors left "
+                  "to recomputation) and dropped_bytes",
+    "recompute": "backward reran a checkpointed region: stage ('begin' or 'end'), checkpoint, fn, "
+                 "tensors (how many saved tensors it refills), kept_bytes; at end recomputed_bytes. "
+                 "The rerun's ops in between have phase 'recompute'",
 }
 
 _tensor_ids = itertools.count(1)

@@ -29,6 +29,9 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
   :mod:`~microtorch.viz.plan_bars` (strategies vs the lower bound vs what the engine used);
   :mod:`~microtorch.viz.sequence_player` steps any of them (``liveness_player``,
   ``packing_player``, ``instruction_player``);
+* :mod:`~microtorch.viz.recompute` — checkpointing: the memory/time frontier, a schedule on
+  the chain with the step's live bytes before/after, and a budget slider (these take
+  schedules and traces: ``render_frontier(chain)``, ``render_schedule(sched, trace)``);
 * :mod:`~microtorch.viz.alias` — which elements of one storage several views touch, and the
   must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
 
@@ -50,8 +53,8 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 import importlib
 
 _SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
-               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline",
-               "live_sets", "fixed_point", "conflict_graph", "packing", "plan_bars", "sequence_player")
+               "graph_text", "header", "liveness", "palette", "player", "pool", "recompute", "refcounts",
+               "timeline", "live_sets", "fixed_point", "conflict_graph", "packing", "plan_bars", "sequence_player")
 _PLAYERS = ("sequence_player", "liveness_player", "packing_player", "instruction_player")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",

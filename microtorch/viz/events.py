@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 #: The events a student scrubs through with ``steps="ops"``: forward ops, the start of
 #: backward, each node run, each gradient accumulation. (Ops *inside* backward are the
 #: gradient arithmetic, not graph nodes; ``steps="events"`` shows them and everything else.)
-OPS_STEPS = ("op", "backward", "node_run", "grad")
+OPS_STEPS = ("op", "backward", "node_run", "grad", "checkpoint", "recompute")
 
 
 def events_of(trace) -> list[dict]:
@@ -179,6 +179,8 @@ def describe_event(trace, i: int) -> str:
         call = f"{e['op']}({', '.join(T(x) for x in e['inputs'])}) → {result}"
         if e.get("phase") == "backward":
             return f"inside backward: {call} (gradient arithmetic, not a graph node)"
+        if e.get("phase") == "recompute":
+            return f"recompute (checkpoint rerun in backward): {call}"
         if e.get("node") is None:
             return f"forward: {call}; no graph node (no input requires grad, or grad is off)"
         saved = e.get("saved") or []
@@ -248,6 +250,21 @@ def describe_event(trace, i: int) -> str:
         how = ("an array over the same bytes (it reads them until it is dropped)"
                if e.get("copy") is False else "a copy of its values")
         return f"{T(e['tensor'])} read by .{e['how']}() from storage #{e['storage']}: {how}"
+    if kind == "checkpoint":
+        if e.get("stage") == "begin":
+            return (f"checkpoint {e.get('checkpoint')} ({e.get('fn')}) starts: only its inputs "
+                    f"({e.get('kept_bytes', 0):,} B) are kept for backward")
+        dropped = e.get("dropped_bytes")
+        what = f"{dropped:,} B of saved tensors left to recompute" if dropped is not None else \
+            "its insides ran without a graph"
+        return f"checkpoint {e.get('checkpoint')} ({e.get('fn')}) ends: {what}"
+    if kind == "recompute":
+        if e.get("stage") == "begin":
+            return (f"backward recomputes checkpoint {e.get('checkpoint')} ({e.get('fn')}) from its "
+                    f"kept inputs ({e.get('kept_bytes', 0):,} B)")
+        got = e.get("recomputed_bytes")
+        return (f"checkpoint {e.get('checkpoint')} recomputed" +
+                (f": {got:,} B of saved tensors are back for backward" if got is not None else ""))
     if kind == "mark":
         extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("kind", "step", "label"))
         return f"mark: {e.get('label', '')}" + (f" ({extra})" if extra else "")
