@@ -26,9 +26,10 @@ import numpy as np
 
 from .grad_mode import enable_grad, no_grad
 from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
+from .sparse.gradient import coalesced
 from .tensor import Tensor
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "SparseAdam"]
 
 
 class Optimizer:
@@ -111,6 +112,11 @@ class Optimizer:
                 loss = closure()
         for group, flat, state, steps in zip(self.param_groups, self._flats, self._state, self._steps):
             has = flat.sync_grads()
+            for i, p in enumerate(flat.params):
+                if p.grad is not None and p.grad.is_sparse:  # Embedding(sparse=True): its own branch
+                    self._sparse_update(group, {k: _rows_of(v, flat, i) for k, v in state.items()},
+                                        _rows_of(flat.data, flat, i), p.grad, int(steps[i]) + 1)
+                    steps[i] += 1
             for sl, members in flat.segments(has, key=steps):
                 step = int(steps[members.start]) + 1
                 self._update(group, {k: v._data[sl] for k, v in state.items()},
@@ -121,6 +127,11 @@ class Optimizer:
 
     def _update(self, group: dict, state: dict, p: np.ndarray, g: np.ndarray, step: int) -> None:
         raise NotImplementedError
+
+    def _sparse_update(self, group: dict, state: dict, p: np.ndarray, g, step: int) -> None:
+        """The step for one parameter ``p`` (its slice of the flat buffer, in its shape)
+        whose gradient ``g`` is sparse; optimizers that have no lazy form refuse, as in PyTorch."""
+        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
 
     def _room(self, p: np.ndarray) -> np.ndarray:
         """A scratch array of p's size and dtype, the same memory every step."""
@@ -205,6 +216,17 @@ class SGD(Optimizer):
             d = d + mu * buf if group["nesterov"] else buf
         p -= np.multiply(d, lr, out=self._room(p))  # = p − lr·d, with no temporary as large as p
 
+    def _sparse_update(self, group, state, p, g, step):
+        """Lazy SGD: only the rows the gradient touches change, p[r] ← p[r] − lr · g[r]
+        (duplicates summed first). Momentum and weight decay would touch every row."""
+        if group["momentum"] != 0 or group["weight_decay"] != 0:
+            raise RuntimeError("SGD with a sparse gradient supports neither momentum nor weight_decay "
+                               "in microtorch (they would update every row, not only the touched ones); "
+                               "use momentum=0, weight_decay=0, or mt.optim.SparseAdam")
+        rows, values = _coalesced_rows(g)
+        step_rows = values * (group["lr"] if group["maximize"] else -group["lr"])
+        p[rows] += step_rows
+
 
 class Adam(Optimizer):
     """Adam (Kingma & Ba) with bias correction; ``amsgrad`` keeps the running max of v.
@@ -235,6 +257,10 @@ class Adam(Optimizer):
         for i, b in enumerate(group["betas"]):
             if not 0.0 <= b < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {b} (it must be in [0, 1))")
+
+    def _sparse_update(self, group, state, p, g, step):
+        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients"
+                           + (", please consider SparseAdam instead" if not self.decoupled else ""))
 
     def _update(self, group, state, p, g, step):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -285,3 +311,64 @@ class AdamW(Adam):
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+class SparseAdam(Optimizer):
+    """Adam masked to the rows a sparse gradient touches (``torch.optim.SparseAdam``).
+
+    For the coalesced gradient's rows R only (the other rows of p, m and v do not move)::
+
+        m[R] ← β₁ m[R] + (1 − β₁) g        v[R] ← β₂ v[R] + (1 − β₂) g²
+        p[R] ← p[R] − lr √(1 − β₂ᵗ) / (1 − β₁ᵗ) · m[R] / (√v[R] + ε)
+
+    with t the parameter's step count (every step it had a gradient). It is an
+    approximation of Adam: dense Adam would also decay m and v of the untouched rows
+    (their gradient is 0) and still move those rows by their momentum. Dense gradients
+    are refused, as in PyTorch.
+    """
+
+    state_names = ("exp_avg", "exp_avg_sq")
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, *, maximize: bool = False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
+
+    def _check(self, group):
+        super()._check(group)
+        if not 0.0 < group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        for i, b in enumerate(group["betas"]):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+
+    def _update(self, group, state, p, g, step):
+        raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead")
+
+    def _sparse_update(self, group, state, p, g, step):
+        (beta1, beta2), eps, lr = group["betas"], group["eps"], group["lr"]
+        rows, grad = _coalesced_rows(g)
+        if group["maximize"]:
+            grad = -grad
+        if grad.shape[0] == 0:
+            return
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        old_m, old_v = m[rows], v[rows]  # the same operations in PyTorch's order
+        m_update = (grad - old_m) * (1 - beta1)
+        m[rows] += m_update
+        v_update = (grad ** 2 - old_v) * (1 - beta2)
+        v[rows] += v_update
+        numer = m_update + old_m
+        denom = np.sqrt(v_update + old_v) + eps
+        step_size = lr * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
+        p[rows] += -step_size * (numer / denom)
+
+
+def _rows_of(buf: Tensor, flat: FlatParameters, i: int) -> np.ndarray:
+    """Parameter ``i``'s slice of a flat buffer, in the parameter's shape (a numpy view)."""
+    return buf._data[flat.slice_of(i)].reshape(flat.shapes[i])
+
+
+def _coalesced_rows(g) -> tuple[np.ndarray, np.ndarray]:
+    """A sparse gradient's distinct positions (a tuple of index arrays) and their summed values."""
+    c = coalesced(g)
+    return tuple(c._indices_t._data), c._values_t._data
