@@ -99,7 +99,7 @@ class SparseCOOTensor(SparseTensor):
         (differentiable: the gradient of each value is the output gradient at its position)."""
         from ..functions.shape import IndexAdd
 
-        key = tuple(self._indices_t._data)
+        key = tuple(self._indices_t._data.copy())  # a copy: backward reads it after S may be gone
         return IndexAdd.apply(self._values_t, self._shape, key)
 
     def to_sparse(self, sparse_dim: int | None = None) -> "SparseCOOTensor":

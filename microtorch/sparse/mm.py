@@ -109,8 +109,10 @@ def mm(sparse, dense: Tensor) -> Tensor:
     if sparse.dtype != dense.dtype:
         raise TypeError(f"mm: expected both operands to have the same dtype, but got "
                         f"{sparse.dtype.name} for the sparse one and {dense.dtype.name} for the dense one")
+    # backward reads the pattern later: copies, since S's index storages may be freed (and
+    # their blocks reused) as soon as S goes away
     if sparse.layout == "sparse_csr":
-        rows, cols = sparse.row_indices(), sparse._col_t._data
+        rows, cols = sparse.row_indices(), sparse._col_t._data.copy()
     else:
-        rows, cols = sparse._indices_t._data
+        rows, cols = sparse._indices_t._data.copy()
     return SparseMM.apply(sparse._values_t, dense, rows, cols, m)
