@@ -43,6 +43,7 @@ GROUPS = {
     "allocators": "benchmarks.allocators",
     "player": "benchmarks.player",
     "training": "benchmarks.training",
+    "sparse": "benchmarks.sparse",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

@@ -26,7 +26,7 @@ import numpy as np
 
 from .grad_mode import enable_grad, no_grad
 from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
-from .sparse.gradient import coalesced
+from .sparse.coo import coalesce_plan, sum_duplicates
 from .tensor import Tensor
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "SparseAdam"]
@@ -185,6 +185,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        self._row_marks: dict[int, np.ndarray] = {}  # scratch of the sparse (lazy) step
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
 
@@ -223,9 +224,18 @@ class SGD(Optimizer):
             raise RuntimeError("SGD with a sparse gradient supports neither momentum nor weight_decay "
                                "in microtorch (they would update every row, not only the touched ones); "
                                "use momentum=0, weight_decay=0, or mt.optim.SparseAdam")
-        rows, values = _coalesced_rows(g)
-        step_rows = values * (group["lr"] if group["maximize"] else -group["lr"])
-        p[rows] += step_rows
+        scale = group["lr"] if group["maximize"] else -group["lr"]
+        if g.sparse_dim() != 1:
+            rows, values = _coalesced_rows(g)
+            p[rows] += values * scale
+            return
+        _add_rows(p, g._indices()._data[0], g._values()._data, scale, self._marks(p.shape[0]))
+
+    def _marks(self, n: int) -> np.ndarray:
+        """Scratch space for :func:`_add_rows`: one int per row, the same array every step."""
+        if n not in self._row_marks:
+            self._row_marks[n] = np.empty(n, np.int64)
+        return self._row_marks[n]
 
 
 class Adam(Optimizer):
@@ -368,7 +378,29 @@ def _rows_of(buf: Tensor, flat: FlatParameters, i: int) -> np.ndarray:
     return buf._data[flat.slice_of(i)].reshape(flat.shapes[i])
 
 
-def _coalesced_rows(g) -> tuple[np.ndarray, np.ndarray]:
-    """A sparse gradient's distinct positions (a tuple of index arrays) and their summed values."""
-    c = coalesced(g)
-    return tuple(c._indices_t._data), c._values_t._data
+def _add_rows(p: np.ndarray, rows: np.ndarray, values: np.ndarray, scale: float,
+              marks: np.ndarray) -> None:
+    """p[rows[k]] += scale · values[k] for every k, repeated rows adding up — without sorting.
+
+    ``marks[rows] = k`` keeps, for each distinct row, the last k that wrote it; those
+    entries (one per row) are added with one fancy-indexed ``+=``, the few repeats with
+    ``np.add.at``. Equal to adding the coalesced gradient, up to the order of the sums."""
+    k = np.arange(rows.size)
+    marks[rows] = k
+    last = marks[rows] == k
+    if last.all():
+        p[rows] += values * scale
+        return
+    p[rows[last]] += values[last] * scale
+    repeats = ~last
+    np.add.at(p, rows[repeats], values[repeats] * scale)
+
+
+def _coalesced_rows(g) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """A sparse gradient's distinct positions (a tuple of index arrays, for p[rows]) and
+    their summed values — numpy arrays for this step only (coalesced as ``g.coalesce()``)."""
+    indices, values = g._indices()._data, g._values()._data
+    if g.is_coalesced():
+        return tuple(indices), values
+    plan = coalesce_plan(indices, g.shape[:g.sparse_dim()])
+    return tuple(plan.indices), sum_duplicates(values, plan)

@@ -177,12 +177,16 @@ def coalesce_plan(indices: np.ndarray, sparse_shape: tuple[int, ...]) -> Coalesc
 
 
 def sum_duplicates(values: np.ndarray, plan: CoalescePlan) -> np.ndarray:
-    """out[u] = Σ values[k] over the elements k that share position u (numpy)."""
-    if plan.nnz == 0:
-        return values[:0].copy()
-    if len(plan.starts) == plan.nnz:  # no duplicates: only the order changes
-        return values[plan.order]
-    return np.add.reduceat(values[plan.order], plan.starts, axis=0)
+    """out[u] = Σ values[k] over the elements k that share position u, in their stored order
+    (numpy): each position's first element, then the (usually few) repeats added on."""
+    first = plan.order[plan.starts]
+    out = values[first]
+    if len(plan.starts) < plan.nnz:
+        repeats = np.ones(plan.nnz, bool)
+        repeats[first] = False
+        later = np.flatnonzero(repeats)  # in stored order, so each sum runs left to right
+        np.add.at(out, plan.inverse[later], values[later])
+    return out
 
 
 class Coalesce(Function):

@@ -26,7 +26,7 @@ class Embedding(Function):
     def forward(ctx, weight, idx):
         ctx.idx, ctx.shape = idx, weight.shape  # idx: a copy, made by the caller
         out = ctx.empty(idx.shape + weight.shape[1:], weight.dtype)
-        return np.take(weight._data, idx, axis=0, out=out)
+        return np.take(weight._data, idx, axis=0, out=out, mode="clip")  # ids checked by the caller
 
     @staticmethod
     def backward(ctx, g):

@@ -133,7 +133,7 @@ def accumulate(leaf: Tensor, g, home: Tensor | None = None) -> None:
                            f"size {tuple(leaf.shape)}")
     if old is None:
         leaf.grad = g
-        stats.log_entry("new", leaf, g, g, threshold, stats.density(g))
+        stats.log_entry("new", leaf, g, g, threshold)
     elif old.is_sparse and g.is_sparse:
         merged = merge(old, g)
         action = "merge"
@@ -148,8 +148,7 @@ def accumulate(leaf: Tensor, g, home: Tensor | None = None) -> None:
                 stats.log_entry("densify", leaf, g, leaf.grad, threshold, touched)
                 return
         leaf.grad = merged
-        stats.log_entry(action, leaf, g, merged, threshold,
-                        touched if touched is not None else stats.density(merged))
+        stats.log_entry(action, leaf, g, merged, threshold, touched)
     elif g.is_sparse:  # into a dense gradient
         add_into_dense(old._data, g)
         old._storage.version += 1

@@ -26,22 +26,30 @@ from .base import SparseTensor
 
 def spmm(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, dense: np.ndarray, m: int,
          out: np.ndarray) -> np.ndarray:
-    """out (m × n) = S @ dense for S's elements (rows, cols, values): gather the rows of
-    ``dense`` each element needs, scale them, and sum each output row's run — elements
-    grouped by row (sorted first if they are not)."""
-    out.fill(0)
+    """out (m × n) = S @ dense for S's elements (rows, cols, values).
+
+    Rows are grouped by how many elements they hold: the r rows holding ℓ elements each are
+    one batched product, (r × 1 × ℓ) values @ (r × ℓ × n) rows of ``dense`` gathered for
+    them — a few numpy calls per distinct row length instead of one per row."""
     if rows.size == 0:
+        out.fill(0)
         return out
     if rows.size > 1 and (rows[1:] < rows[:-1]).any():  # COO in any order: group by row first
         order = np.argsort(rows, kind="stable")
         rows, cols, values = rows[order], cols[order], values[order]
-    scaled = dense[cols]
-    scaled *= values[:, None]
-    new = np.empty(rows.size, bool)
-    new[0] = True
-    np.not_equal(rows[1:], rows[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    out[rows[starts]] = np.add.reduceat(scaled, starts, axis=0)
+    counts = np.bincount(rows, minlength=m)
+    starts = np.zeros(m, np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    by_length = np.argsort(counts, kind="stable")
+    lengths = counts[by_length]
+    edges = np.flatnonzero(np.diff(lengths)) + 1
+    for group in np.split(by_length, edges):
+        length = counts[group[0]]
+        if length == 0:
+            out[group] = 0
+            continue
+        e = starts[group][:, None] + np.arange(length)  # (r × ℓ) element numbers
+        out[group] = np.matmul(values[e][:, None, :], dense[cols[e]])[:, 0, :]
     return out
 
 

@@ -103,8 +103,8 @@ def record():
         _log = previous
 
 
-def log_entry(action: str, param, incoming, grad, threshold: float, touched: float) -> None:
-    """Append to the active log (nothing when not recording)."""
+def log_entry(action: str, param, incoming, grad, threshold, touched: float | None = None) -> None:
+    """Append to the active log (nothing when not recording); ``touched``: the density, if known."""
     if _log is None:
         return
     rows = np.unique(incoming._indices_t._data[0]) if incoming is not None else np.zeros(0, np.int64)
@@ -114,6 +114,6 @@ def log_entry(action: str, param, incoming, grad, threshold: float, touched: flo
         "step": len(_log.entries), "action": action, "param": getattr(param, "name", None) or f"tensor@{id(param):x}",
         "rows": rows.tolist(), "num_rows": int(param.shape[0]),
         "nnz": grad._nnz() if sparse else None,
-        "density": touched,
+        "density": touched if touched is not None else density(grad),
         "sparse_bytes": grad.nbytes if sparse else None, "dense_bytes": dense_bytes,
         "threshold": threshold})
