@@ -153,9 +153,9 @@ def accumulate(leaf: Tensor, g, home: Tensor | None = None) -> None:
         add_into_dense(old._data, g)
         old._storage.version += 1
         stats.count("dense_adds")
-        stats.log_entry("into dense", leaf, g, old, threshold, 1.0)
+        stats.log_entry("into dense", leaf, g, old, threshold)
     else:  # a dense gradient meets a sparse .grad
         dense = densify(old, home)
         np.add(dense._data, g._data, out=dense._data)
         leaf.grad = dense
-        stats.log_entry("densify", leaf, None, dense, threshold, 1.0)
+        stats.log_entry("densify", leaf, None, dense, threshold)

@@ -109,11 +109,14 @@ def log_entry(action: str, param, incoming, grad, threshold, touched: float | No
         return
     rows = np.unique(incoming._indices_t._data[0]) if incoming is not None else np.zeros(0, np.int64)
     sparse = isinstance(grad, SparseTensor)
+    if touched is None:  # a dense gradient: the rows holding a non-zero
+        touched = density(grad) if sparse else float(
+            grad._data.reshape(grad.shape[0], -1).any(axis=1).mean()) if grad.shape[0] else 0.0
     dense_bytes = grad.dense_nbytes if sparse else grad._data.nbytes
     _log.entries.append({
-        "step": len(_log.entries), "action": action, "param": getattr(param, "name", None) or f"tensor@{id(param):x}",
+        "step": len(_log.entries), "action": action, "param": getattr(param, "name", None) or "×".join(map(str, param.shape)) + " parameter",
         "rows": rows.tolist(), "num_rows": int(param.shape[0]),
         "nnz": grad._nnz() if sparse else None,
-        "density": touched if touched is not None else density(grad),
+        "density": touched,
         "sparse_bytes": grad.nbytes if sparse else None, "dense_bytes": dense_bytes,
         "threshold": threshold})

@@ -22,7 +22,10 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
   holds the references;
 * :mod:`~microtorch.viz.liveness` — storage lifetimes as a Gantt chart, live bytes and the peak;
 * :mod:`~microtorch.viz.alias` — which elements of one storage several views touch, and the
-  must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
+  must/may/no verdict (this one takes the views, not a time: ``render(a, b)``);
+* :mod:`~microtorch.viz.sparse` — a sparse matrix as dense, COO and CSR; the rows sparse
+  gradients touch and their density over steps (these take a tensor or a
+  ``mt.sparse.record()`` log, not a time).
 
 Around them: :mod:`~microtorch.viz.player` (the step-through widget and the panel
 registry), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
@@ -42,7 +45,8 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 import importlib
 
 _SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
-               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline")
+               "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "sparse",
+               "timeline")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
            "palette", "events", "dot"]
