@@ -13,6 +13,7 @@ from .backprop import check_dependency_counts, check_numerical_grad, check_topo_
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .pool import check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_refcounts
+from .sparse import check_coalesce, check_coo_to_csr, check_spmm_backward
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
 from .views import check_alias_by_strides, check_extent, check_windows
@@ -22,4 +23,5 @@ __all__ = ["check_align_up", "check_bump_offsets", "check_chunk_plan", "check_le
            "check_alias_by_strides", "check_extent", "check_windows",
            "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",
            "check_element_offset", "check_inplace_safe", "check_momentum_update",
-           "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast"]
+           "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast",
+           "check_coalesce", "check_coo_to_csr", "check_spmm_backward"]

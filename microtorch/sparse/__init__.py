@@ -4,7 +4,7 @@
   ``.is_coalesced()``, ``.indices()``, ``.values()``, ``.to_dense()``, ``t.to_sparse()``;
 * :mod:`~microtorch.sparse.csr` — CSR matrices: ``mt.sparse_csr_tensor``, ``.to_sparse_csr()``,
   ``.crow_indices()``, ``.col_indices()``, conversions both ways;
-* :mod:`~microtorch.sparse.mm` — ``mt.sparse.mm(S, D)`` / ``S @ D`` with backward
+* :mod:`~microtorch.sparse.spmm` — ``mt.sparse.mm(S, D)`` / ``S @ D`` with backward
   (dD = Sᵀ G, dS on S's pattern);
 * :mod:`~microtorch.sparse.base` — what both share: autograd through the values, ``S * c``,
   ``S + S2``, ``S.sum()``, and clear errors for dense ops that would silently densify;
@@ -23,10 +23,11 @@ from .buffers import gradient_pool
 from .coo import SparseCOOTensor, sparse_coo_tensor, to_sparse
 from .csr import SparseCSRTensor, sparse_csr_tensor, to_sparse_csr
 from .gradient import GradientOptions, gradient_options, options
-from .mm import mm
+from .spmm import mm
 from .stats import record, reset_stats, stats
 
-# dense → sparse, as methods (PyTorch's t.to_sparse(), t.to_sparse_csr())
+# as methods: S @ D, and dense → sparse (PyTorch's t.to_sparse(), t.to_sparse_csr())
+SparseTensor.__matmul__ = mm
 Tensor.to_sparse = to_sparse
 Tensor.to_sparse_coo = to_sparse
 Tensor.to_sparse_csr = to_sparse_csr

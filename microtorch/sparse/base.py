@@ -151,11 +151,6 @@ class SparseTensor:
                                       "S.sum() sums everything, mt.sparse.mm(S, ones) sums rows")
         return self._values_t.sum()
 
-    def __matmul__(self, other):
-        from .mm import mm
-
-        return mm(self, other)
-
     # -- dense ops refuse (see the module docstring) ----------------------------------------
     @property
     def _data(self):
