@@ -269,8 +269,7 @@ class Adam(Optimizer):
                 raise ValueError(f"Invalid beta parameter at index {i}: {b} (it must be in [0, 1))")
 
     def _sparse_update(self, group, state, p, g, step):
-        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients"
-                           + (", please consider SparseAdam instead" if not self.decoupled else ""))
+        raise RuntimeError("Adam does not support sparse gradients, please consider SparseAdam instead")
 
     def _update(self, group, state, p, g, step):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]

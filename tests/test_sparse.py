@@ -325,3 +325,18 @@ def test_stats_report_nnz_density_and_bytes():
     assert s["sparse_bytes"] == 4 * 8 + 4 * 16 * 4 and s["dense_bytes"] == 1000 * 16 * 4
     with pytest.raises(TypeError, match="sparse"):
         mt.sparse.stats(mt.ones(2))
+
+
+def test_module_zero_grad_to_and_clipping_with_a_sparse_gradient():
+    emb = mt.nn.Embedding(6, 2, sparse=True)
+    emb(mt.tensor([1, 1])).sum().backward()
+    emb.zero_grad(set_to_none=False)
+    assert emb.weight.grad.is_sparse and emb.weight.grad._nnz() == 0
+    emb(mt.tensor([2])).sum().backward()
+    assert emb.weight.grad._indices().tolist() == [[2]]
+    emb.double()
+    assert emb.weight.grad.is_sparse and emb.weight.grad.dtype == np.float64
+    with pytest.raises(RuntimeError, match="sparse gradient"):
+        mt.nn.utils.clip_grad_norm_(emb.parameters(), 1.0)
+    with pytest.raises(RuntimeError, match="Adam does not support sparse gradients"):
+        mt.optim.AdamW(emb.parameters()).step()
