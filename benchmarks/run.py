@@ -46,6 +46,7 @@ GROUPS = {
     "phases": "benchmarks.phases",
     "planner": "benchmarks.planner",
     "checkpoint": "benchmarks.checkpoint",
+    "sparse": "benchmarks.sparse",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

@@ -51,6 +51,8 @@ from .memory.trace import record as trace
 from .source import show_source
 from . import data, nn, optim  # after the ops: layers and optimizers are built from them
 from . import utils  # mt.utils.checkpoint: recomputation
+from . import sparse  # sparse tensors and sparse gradients (mt.sparse.mm, mt.sparse.stats)
+from .sparse import sparse_coo_tensor, sparse_csr_tensor
 from .serialization import load, save
 
 float = float32  # noqa: A001 — PyTorch's alias (mt.float)

@@ -25,6 +25,7 @@ from . import grad_mode
 from .memory import trace as _trace
 from .memory.node_arena import PENDING
 from .node import Function, _edge
+from .sparse.gradient import accumulate as accumulate_sparse
 from .tensor import Tensor
 
 # --------------------------------------------------------------------------------------------
@@ -190,7 +191,11 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
     """Centralized gradient accumulation: ``leaf.grad += g`` (or set it the first time)."""
     if only is not None and id(leaf) not in only:
         return
-    if leaf.grad is None:
+    if g.is_sparse or (leaf.grad is not None and leaf.grad.is_sparse):
+        # a sparse gradient (Embedding(sparse=True)): merged, coalesced or densified by
+        # microtorch.sparse.gradient — never copied into the dense flat gradient buffer
+        accumulate_sparse(leaf, g, grad_homes.get(leaf))
+    elif leaf.grad is None:
         # a fresh copy: g may be shared (add's backward hands one tensor to both inputs) or a
         # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
         if create_graph:
@@ -210,9 +215,11 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
         leaf.grad._storage.version += 1
     rec = _trace.active
     if rec is not None:
+        dense = leaf.grad._values_t if leaf.grad.is_sparse else leaf.grad  # a sparse grad: its values
+        source = g._values_t if g.is_sparse else g
         rec.emit("grad", tensor=rec.tensor(leaf), shape=list(leaf.grad.shape),
-                 storage=leaf.grad._storage.id, source=g._storage.id,
-                 norm=float(np.sqrt(np.sum(np.square(leaf.grad._data, dtype=np.float64)))))
+                 storage=dense._storage.id, source=source._storage.id,
+                 norm=float(np.sqrt(np.sum(np.square(dense._data, dtype=np.float64)))))
 
 
 def _dependencies(roots) -> list:
@@ -340,7 +347,7 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
     for i, (edge, gi, shape) in enumerate(zip(edges, grads, node.input_shapes)):
         if edge is None or gi is None:
             continue
-        if gi._data.shape != shape:
+        if gi.shape != shape:  # (.shape, not ._data.shape: a gradient may be sparse)
             raise RuntimeError(f"Function {node.name} returned an invalid gradient at index {i} - got "
                                f"{list(gi.shape)} but expected shape compatible with {list(shape)}")
         if isinstance(edge, Function):

@@ -27,9 +27,10 @@ import numpy as np
 from .grad_mode import enable_grad, no_grad
 from .memory import trace as _trace
 from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
+from .sparse.coo import coalesce_plan, sum_duplicates
 from .tensor import Tensor
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "SparseAdam"]
 
 
 class Optimizer:
@@ -112,6 +113,11 @@ class Optimizer:
                 loss = closure()
         for group, flat, state, steps in zip(self.param_groups, self._flats, self._state, self._steps):
             has = flat.sync_grads()
+            for i, p in enumerate(flat.params):
+                if p.grad is not None and p.grad.is_sparse:  # Embedding(sparse=True): its own branch
+                    self._sparse_update(group, {k: _rows_of(v, flat, i) for k, v in state.items()},
+                                        _rows_of(flat.data, flat, i), p.grad, int(steps[i]) + 1)
+                    steps[i] += 1
             for sl, members in flat.segments(has, key=steps):
                 step = int(steps[members.start]) + 1
                 self._update(group, {k: v._data[sl] for k, v in state.items()},
@@ -127,6 +133,11 @@ class Optimizer:
 
     def _update(self, group: dict, state: dict, p: np.ndarray, g: np.ndarray, step: int) -> None:
         raise NotImplementedError
+
+    def _sparse_update(self, group: dict, state: dict, p: np.ndarray, g, step: int) -> None:
+        """The step for one parameter ``p`` (its slice of the flat buffer, in its shape)
+        whose gradient ``g`` is sparse; optimizers that have no lazy form refuse, as in PyTorch."""
+        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
 
     def _room(self, p: np.ndarray) -> np.ndarray:
         """A scratch array of p's size and dtype, the same memory every step."""
@@ -256,6 +267,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        self._row_marks: dict[int, np.ndarray] = {}  # scratch of the sparse (lazy) step
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
 
@@ -289,6 +301,26 @@ class SGD(Optimizer):
             d = d + mu * buf if group["nesterov"] else buf
         p -= np.multiply(d, lr, out=self._room(p))  # = p − lr·d, with no temporary as large as p
 
+    def _sparse_update(self, group, state, p, g, step):
+        """Lazy SGD: only the rows the gradient touches change, p[r] ← p[r] − lr · g[r]
+        (duplicates summed first). Momentum and weight decay would touch every row."""
+        if group["momentum"] != 0 or group["weight_decay"] != 0:
+            raise RuntimeError("SGD with a sparse gradient supports neither momentum nor weight_decay "
+                               "in microtorch (they would update every row, not only the touched ones); "
+                               "use momentum=0, weight_decay=0, or mt.optim.SparseAdam")
+        scale = group["lr"] if group["maximize"] else -group["lr"]
+        if g.sparse_dim() != 1:
+            rows, values = _coalesced_rows(g)
+            p[rows] += values * scale
+            return
+        _add_rows(p, g._indices()._data[0], g._values()._data, scale, self._marks(p.shape[0]))
+
+    def _marks(self, n: int) -> np.ndarray:
+        """Scratch space for :func:`_add_rows`: one int per row, the same array every step."""
+        if n not in self._row_marks:
+            self._row_marks[n] = np.empty(n, np.int64)
+        return self._row_marks[n]
+
 
 class Adam(Optimizer):
     """Adam (Kingma & Ba) with bias correction; ``amsgrad`` keeps the running max of v.
@@ -319,6 +351,9 @@ class Adam(Optimizer):
         for i, b in enumerate(group["betas"]):
             if not 0.0 <= b < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {b} (it must be in [0, 1))")
+
+    def _sparse_update(self, group, state, p, g, step):
+        raise RuntimeError("Adam does not support sparse gradients, please consider SparseAdam instead")
 
     def _update(self, group, state, p, g, step):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -369,3 +404,86 @@ class AdamW(Adam):
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+class SparseAdam(Optimizer):
+    """Adam masked to the rows a sparse gradient touches (``torch.optim.SparseAdam``).
+
+    For the coalesced gradient's rows R only (the other rows of p, m and v do not move)::
+
+        m[R] ← β₁ m[R] + (1 − β₁) g        v[R] ← β₂ v[R] + (1 − β₂) g²
+        p[R] ← p[R] − lr √(1 − β₂ᵗ) / (1 − β₁ᵗ) · m[R] / (√v[R] + ε)
+
+    with t the parameter's step count (every step it had a gradient). It is an
+    approximation of Adam: dense Adam would also decay m and v of the untouched rows
+    (their gradient is 0) and still move those rows by their momentum. Dense gradients
+    are refused, as in PyTorch.
+    """
+
+    state_names = ("exp_avg", "exp_avg_sq")
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, *, maximize: bool = False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
+
+    def _check(self, group):
+        super()._check(group)
+        if not 0.0 < group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        for i, b in enumerate(group["betas"]):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+
+    def _update(self, group, state, p, g, step):
+        raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead")
+
+    def _sparse_update(self, group, state, p, g, step):
+        (beta1, beta2), eps, lr = group["betas"], group["eps"], group["lr"]
+        rows, grad = _coalesced_rows(g)
+        if group["maximize"]:
+            grad = -grad
+        if grad.shape[0] == 0:
+            return
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        old_m, old_v = m[rows], v[rows]  # the same operations in PyTorch's order
+        m_update = (grad - old_m) * (1 - beta1)
+        m[rows] += m_update
+        v_update = (grad ** 2 - old_v) * (1 - beta2)
+        v[rows] += v_update
+        numer = m_update + old_m
+        denom = np.sqrt(v_update + old_v) + eps
+        step_size = lr * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
+        p[rows] += -step_size * (numer / denom)
+
+
+def _rows_of(buf: Tensor, flat: FlatParameters, i: int) -> np.ndarray:
+    """Parameter ``i``'s slice of a flat buffer, in the parameter's shape (a numpy view)."""
+    return buf._data[flat.slice_of(i)].reshape(flat.shapes[i])
+
+
+def _add_rows(p: np.ndarray, rows: np.ndarray, values: np.ndarray, scale: float,
+              marks: np.ndarray) -> None:
+    """p[rows[k]] += scale · values[k] for every k, repeated rows adding up — without sorting.
+
+    ``marks[rows] = k`` keeps, for each distinct row, the last k that wrote it; those
+    entries (one per row) are added with one fancy-indexed ``+=``, the few repeats with
+    ``np.add.at``. Equal to adding the coalesced gradient, up to the order of the sums."""
+    k = np.arange(rows.size)
+    marks[rows] = k
+    last = marks[rows] == k
+    if last.all():
+        p[rows] += values * scale
+        return
+    p[rows[last]] += values[last] * scale
+    repeats = ~last
+    np.add.at(p, rows[repeats], values[repeats] * scale)
+
+
+def _coalesced_rows(g) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """A sparse gradient's distinct positions (a tuple of index arrays, for p[rows]) and
+    their summed values — numpy arrays for this step only (coalesced as ``g.coalesce()``)."""
+    indices, values = g._indices()._data, g._values()._data
+    if g.is_coalesced():
+        return tuple(indices), values
+    plan = coalesce_plan(indices, g.shape[:g.sparse_dim()])
+    return tuple(plan.indices), sum_duplicates(values, plan)

@@ -26,6 +26,7 @@ class Tensor:
                  "_retains_grad", "name", "_tid", "__weakref__")
     __array_ufunc__ = None  # numpy defers to our reflected operators: np.float64(2) * t is a Tensor
     __hash__ = object.__hash__  # == is elementwise (as in PyTorch), identity is the hash
+    is_sparse = False  # a dense (strided) tensor; microtorch.sparse's COO tensors say True
 
     def __new__(cls, data, dtype=None, requires_grad: bool = False):
         from .creation import tensor  # the same rules as mt.tensor(...)

@@ -22,6 +22,7 @@ from .inplace import check_derivative_from_output, check_inplace_safe
 from .planning import check_block_liveness, check_first_fit, check_greedy_vs_first_fit
 from .pool import check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
+from .sparse import check_coalesce, check_coo_to_csr, check_spmm_backward
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
 from .checking import has_passed, yours_or_engine
@@ -37,4 +38,5 @@ __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if
            "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",
            "check_element_offset", "check_inplace_safe", "check_momentum_update",
            "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast",
-           "check_optimal_chain", "check_sqrt_segments"]
+           "check_optimal_chain", "check_sqrt_segments",
+           "check_coalesce", "check_coo_to_csr", "check_spmm_backward"]

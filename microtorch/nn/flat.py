@@ -77,7 +77,7 @@ class FlatParameters:
             np.copyto(piece, p._data)
             repoint(p, piece, self.data._storage)
             home = Tensor._view(self.grad._data[start:start + n].reshape(shape), self.grad)
-            if p.grad is not None:  # an existing gradient moves into the buffer too
+            if p.grad is not None and not p.grad.is_sparse:  # an existing gradient moves in too
                 np.copyto(home._data, p.grad._data)
                 p.grad = home
             grad_homes[p] = home
@@ -114,7 +114,8 @@ class FlatParameters:
                     "create the optimizer after converting the model")
 
     def sync_grads(self) -> list[bool]:
-        """Make the gradient buffer hold every gradient; return which parameters have one.
+        """Make the gradient buffer hold every gradient; return which parameters have one
+        there (a sparse ``.grad`` stays where it is and counts as not in the buffer).
 
         A ``.grad`` that is not the view (set after ``backward(create_graph=True)``, or
         assigned by hand) is copied into the buffer and the view becomes ``.grad`` again.
@@ -124,6 +125,9 @@ class FlatParameters:
         has = []
         for p, home in zip(self.params, self.homes):
             g = p.grad
+            if g is not None and g.is_sparse:  # stays sparse: optimizers update its rows
+                has.append(False)
+                continue
             if g is not home and g is not None:
                 if g.shape != home.shape:
                     raise RuntimeError(f"a parameter of shape {list(home.shape)} has a .grad of shape "
@@ -168,7 +172,9 @@ class FlatParameters:
         self.grad._data.fill(0)
         self.grad._storage.version += 1
         for p, home in zip(self.params, self.homes):
-            if p.grad is not None and p.grad is not home:
+            if p.grad is not None and p.grad.is_sparse:
+                p.grad.zero_()  # a sparse gradient stays sparse, with no entries (as in PyTorch)
+            elif p.grad is not None and p.grad is not home:
                 p.grad = home  # a graph .grad from create_graph=True: back to the (zeroed) view
 
     def bump_version(self) -> None:

@@ -33,11 +33,13 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
     return x * Tensor._wrap((keep / (1.0 - p)).astype(x.dtype))
 
 
-def embedding(indices, weight: Tensor) -> Tensor:
+def embedding(indices, weight: Tensor, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` picked by integer ``indices`` (any shape): out[..., :] = W[idx, :].
 
     It is integer-array indexing, so the gradient is a scatter-add: dL/dW[r] is the sum of
     the output gradients of every position that picked row r (a dense gradient of W's shape).
+    With ``sparse=True`` that gradient is a sparse COO tensor holding only the picked rows
+    (:mod:`microtorch.sparse.embedding`), as in PyTorch.
     """
     idx = indices._data if isinstance(indices, Tensor) else np.asarray(indices)  # checked here only
     if idx.dtype.kind not in "iu":
@@ -48,6 +50,10 @@ def embedding(indices, weight: Tensor) -> Tensor:
         bad = idx[(idx < 0) | (idx >= n)].flat[0]
         raise IndexError(f"embedding: index {int(bad)} is out of range for an embedding with "
                          f"{n} rows (valid: 0..{n - 1})")
+    if sparse:
+        from ..sparse.embedding import embedding as sparse_embedding
+
+        return sparse_embedding(idx, weight)
     return weight[indices if isinstance(indices, Tensor) else idx]  # indexing saves a tensor's version
 
 

@@ -49,12 +49,16 @@ class Embedding(Module):
     """A lookup table: ``emb(idx)`` returns rows ``weight[idx]`` (integer indices of any shape).
 
     ``weight`` (num_embeddings, embedding_dim) ~ N(0, 1) as in PyTorch. The gradient is
-    dense: a scatter-add of the output gradients into the picked rows.
+    dense — a scatter-add of the output gradients into the picked rows — or, with
+    ``sparse=True``, a sparse COO tensor of just those rows (``weight.grad.is_sparse``;
+    optimize it with ``mt.optim.SGD`` or ``mt.optim.SparseAdam``; see :mod:`microtorch.sparse`).
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=None, generator=None):
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=None, generator=None,
+                 sparse: bool = False):
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.sparse = bool(sparse)
         self.weight = Parameter(empty(self.num_embeddings, self.embedding_dim, dtype=dtype))
         self.reset_parameters(generator)
 
@@ -62,10 +66,10 @@ class Embedding(Module):
         init.normal_(self.weight, generator=generator)
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, sparse=self.sparse)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        return f"{self.num_embeddings}, {self.embedding_dim}" + (", sparse=True" if self.sparse else "")
 
 
 class LayerNorm(Module):

@@ -195,6 +195,8 @@ class Module:
                 continue
             if set_to_none:
                 p.grad = None
+            elif p.grad.is_sparse:
+                p.grad.zero_()  # stays sparse, with no entries (as in PyTorch)
             elif p.grad.grad_fn is not None:  # a graph .grad from create_graph=True
                 p.grad = Tensor._wrap(np.zeros(p.shape, dtype=p.dtype), tag="gradient")
             else:
@@ -268,7 +270,9 @@ class Module:
                     moved = Tensor._wrap(t._data.astype(dtype), tag="tensor")
                     repoint(t, moved._data, moved._storage)
                     grad_homes.pop(t, None)
-                    if t.grad is not None:
+                    if t.grad is not None and t.grad.is_sparse:  # same rows, converted values
+                        t.grad = t.grad._with_values(t.grad._values().to(dtype))
+                    elif t.grad is not None:
                         t.grad = Tensor._wrap(t.grad._data.astype(dtype), tag="gradient")
         return self
 

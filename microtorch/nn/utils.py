@@ -14,7 +14,12 @@ __all__ = ["clip_grad_norm_", "get_total_norm"]
 def _grad_pieces(parameters) -> list[np.ndarray]:
     """The gradients as 1-D numpy arrays: runs of the flat gradient buffer when the
     parameters live in one (usually a single array), else one array per ``.grad``."""
-    params, _ = collect_parameters(parameters, "clip_grad_norm_")
+    params, names = collect_parameters(parameters, "clip_grad_norm_")
+    sparse = [n for n, p in zip(names, params) if p.grad is not None and p.grad.is_sparse]
+    if sparse:  # (PyTorch has no sparse kernel for this either)
+        raise RuntimeError(f"clip_grad_norm_ / get_total_norm: {sparse[0]} has a sparse gradient, which "
+                           "gradient norms do not support; clip the dense parameters only, or the sparse "
+                           "gradient's values yourself: g = p.grad.coalesce(); g.values() holds them")
     flat = flat_of(params)
     if flat is not None:
         has = flat.sync_grads()

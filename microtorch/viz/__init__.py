@@ -33,7 +33,10 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
   the chain with the step's live bytes before/after, and a budget slider (these take
   schedules and traces: ``render_frontier(chain)``, ``render_schedule(sched, trace)``);
 * :mod:`~microtorch.viz.alias` — which elements of one storage several views touch, and the
-  must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
+  must/may/no verdict (this one takes the views, not a time: ``render(a, b)``);
+* :mod:`~microtorch.viz.sparse` — a sparse matrix as dense, COO and CSR; the rows sparse
+  gradients touch and their density over steps (these take a tensor or a
+  ``mt.sparse.record()`` log, not a time).
 
 Around them: :mod:`~microtorch.viz.player` (the step-through widget and the panel
 registry), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
@@ -54,7 +57,8 @@ import importlib
 
 _SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
                "graph_text", "header", "liveness", "palette", "player", "pool", "recompute", "refcounts",
-               "timeline", "live_sets", "fixed_point", "conflict_graph", "packing", "plan_bars", "sequence_player")
+               "sparse", "timeline", "live_sets", "fixed_point", "conflict_graph", "packing", "plan_bars",
+               "sequence_player")
 _PLAYERS = ("sequence_player", "liveness_player", "packing_player", "instruction_player")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
