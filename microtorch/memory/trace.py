@@ -84,6 +84,11 @@ KINDS = {
                 "arenas: name, kind, chunks, generation, resets, used, padding), blocks (the "
                 "alloc_block fields plus storage), storages (storage, nbytes, dtype, tag, "
                 "allocator, block, refcount, stale), node_records {live, top}",
+    "buddy_alloc": "a buddy allocator handed out a block: allocator, block, heap, offset, order, nbytes, "
+                   "size, tag, splits ([offset, order] of each block split on the way down), heaps, "
+                   "heap_bytes, min_order",
+    "buddy_free": "a block went back to a buddy allocator: allocator, block, merges ([offset, order] of "
+                  "each merged block on the way up)",
     "mark": "a marker put in the trace with tr.mark(label, **fields): label, plus those fields",
 }
 
