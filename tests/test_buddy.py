@@ -113,3 +113,51 @@ def test_pool_and_buddy_on_the_same_recorded_workload():
     # every reserved byte lies in backing memory
     assert all(r <= k for r, k in zip(buddy.reserved, buddy.backing))
     assert all(r <= k for r, k in zip(pool.reserved, pool.backing))
+
+
+def _recorded_buddy_run():
+    b = Buddy(heap_bytes=1024, min_block=64, name="demo buddy")
+    with mt.trace() as tr:
+        x = b.alloc(100, "activation")
+        y = b.alloc(300, "gradient")
+        b.free(x)
+        z = b.alloc(1500, "tensor")  # past the heap: direct
+        b.free(y)
+        b.free(z)
+    return b, tr
+
+
+def test_buddy_tree_replayed_from_the_trace_matches_the_allocator():
+    from microtorch.viz import buddy as vb
+
+    b, tr = _recorded_buddy_run()
+    steps = [i for i, e in enumerate(tr.events) if e["kind"].startswith("buddy_")]
+    after_y = vb.buddy_facts(tr, steps[1])  # x (order 7 at 0) and y (order 9 at 512) in use
+    assert [(n.offset, n.order, n.state) for n in after_y.nodes] == [
+        (0, 10, "split"), (0, 9, "split"), (0, 8, "split"), (0, 7, "in use"), (128, 7, "free"),
+        (256, 8, "free"), (512, 9, "in use")]
+    assert (after_y.requested, after_y.reserved) == (400, 640)
+    after_free_x = vb.buddy_facts(tr, steps[2])  # x merged back up to the 512-byte half
+    assert [(n.offset, n.order, n.state) for n in after_free_x.nodes] == [
+        (0, 10, "split"), (0, 9, "free"), (512, 9, "in use")]
+    assert vb.buddy_facts(tr, steps[3]).direct == [1500]
+    end = vb.buddy_facts(tr)
+    assert [(n.offset, n.order, n.state) for n in end.nodes] == [(0, 10, "free")]
+    assert b.free_blocks() == [(0, 0, 10)]
+    assert "order 9 (512 B) in use, 300 B asked (gradient)" in vb.describe(tr, steps[1])
+
+
+def test_buddy_picture_draws_one_bar_per_tree_node():
+    from matplotlib.patches import Rectangle
+
+    from microtorch.viz import buddy as vb
+
+    _, tr = _recorded_buddy_run()
+    steps = [i for i, e in enumerate(tr.events) if e["kind"].startswith("buddy_")]
+    fig = vb.render(tr, steps[1])
+    bars = [p for ax in fig.axes for p in ax.patches if isinstance(p, Rectangle)]
+    # 7 tree nodes; the two in use also draw their asked-for bytes
+    assert len(bars) == 9
+    widths = sorted(p.get_width() for p in bars)
+    assert widths == sorted([1024, 512, 256, 128, 128, 256, 512, 100, 300])
+    assert "2 in use" in fig._suptitle.get_text() and fig.description.startswith("Buddy tree")
