@@ -84,6 +84,10 @@ KINDS = {
                 "arenas: name, kind, chunks, generation, resets, used, padding), blocks (the "
                 "alloc_block fields plus storage), storages (storage, nbytes, dtype, tag, "
                 "allocator, block, refcount, stale), node_records {live, top}",
+    "thread_cache": "a pool's thread cache went to the central free lists under the lock: allocator, "
+                    "thread, action ('refill': blocks taken into the cache; 'flush': blocks given back), "
+                    "size_class, blocks, cached (bytes in that thread's cache now), lock_acquisitions "
+                    "(the pool's count so far); alloc_block and free_block then carry the thread too",
     "buddy_alloc": "a buddy allocator handed out a block: allocator, block, heap, offset, order, nbytes, "
                    "size, tag, splits ([offset, order] of each block split on the way down), heaps, "
                    "heap_bytes, min_order",
