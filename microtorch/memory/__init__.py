@@ -7,6 +7,7 @@ bytes a view touches); ``mt.memory.inplace_plan(trace)`` says which ops of a rec
 program could safely write into their input.
 """
 from .arena import Arena
+from .best_fit import BestFit
 from .buddy import Buddy
 from .block import AllocatorError, Block, OutOfMemoryError, align_up
 from .node_arena import NodeArena, nodes
@@ -19,7 +20,7 @@ from .aliasing import AliasReport, alias, byte_extent, byte_ranges, overlaps_its
 from .inplace_analysis import InplacePlan, inplace_plan
 
 __all__ = ["AliasReport", "InplacePlan", "alias", "byte_extent", "byte_ranges", "inplace_plan",
-           "overlaps_itself", "AllocatorError", "Arena", "Block", "Buddy", "NodeArena", "OutOfMemoryError", "Pool",
+           "overlaps_itself", "AllocatorError", "Arena", "BestFit", "Block", "Buddy", "NodeArena", "OutOfMemoryError", "Pool",
            "StaleTensorError", "Storage", "Trace", "align_up", "empty_storage", "new_storage",
            "nodes", "pool", "reset_peak", "size_classes", "stats", "step", "step_arena",
            "use_heap", "use_pool"]

@@ -141,6 +141,8 @@ class Buddy:
         requested = self.requested
         return {"name": self.name, "requested": requested, "reserved": self.reserved, "peak": self.peak,
                 "heap_bytes": len(self.heaps) * self.heap_bytes, "free_bytes": free_bytes,
+                "backing_bytes": len(self.heaps) * self.heap_bytes
+                + sum(b.size for b in self.live.values() if b.size_class is None),
                 "largest_free": max(free, default=0),
                 "internal_fragmentation": 1 - requested / self.reserved if self.reserved else 0.0,
                 "external_fragmentation": 1 - max(free, default=0) / free_bytes if free_bytes else 0.0,

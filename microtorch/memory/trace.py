@@ -88,6 +88,9 @@ KINDS = {
                     "thread, action ('refill': blocks taken into the cache; 'flush': blocks given back), "
                     "size_class, blocks, cached (bytes in that thread's cache now), lock_acquisitions "
                     "(the pool's count so far); alloc_block and free_block then carry the thread too",
+    "fit_alloc": "a best-fit allocator handed out a block: allocator, block, heap, offset, nbytes, size, tag",
+    "fit_free": "a block went back to a best-fit allocator: allocator, block, and the free block it "
+                "is part of after merging with its neighbours: heap, offset, size",
     "buddy_alloc": "a buddy allocator handed out a block: allocator, block, heap, offset, order, nbytes, "
                    "size, tag, splits ([offset, order] of each block split on the way down), heaps, "
                    "heap_bytes, min_order",

@@ -62,8 +62,8 @@ class WorkloadResult:
 def backing_bytes(allocator) -> int:
     """Bytes of backing memory an allocator holds right now (slabs, heaps, chunks, direct blocks)."""
     s = allocator.stats()
-    if "heap_bytes" in s:  # buddy: heaps, plus its direct blocks
-        return s["heap_bytes"] + sum(b.size for b in allocator.live.values() if b.size_class is None)
+    if "backing_bytes" in s:  # buddy, best fit: they count their own
+        return s["backing_bytes"]
     if "slab_bytes" in s:  # pool: slabs, plus its direct blocks
         return s["slab_bytes"] + s["direct_bytes"]
     return s["capacity"]  # arena
