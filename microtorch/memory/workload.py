@@ -13,6 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def storage_sizes(trace) -> dict[int, int]:
+    """Bytes of every storage the trace knows: allocated in it, or live when it started."""
+    sizes = {}
+    for e in trace.events:
+        if e["kind"] == "baseline":
+            sizes.update((s["storage"], s["nbytes"]) for s in e["storages"])
+        elif e["kind"] == "alloc":
+            sizes[e["storage"]] = e["nbytes"]
+    return sizes
+
+
 def requests(trace) -> list[tuple]:
     """The trace's allocation requests in order: ``("alloc", storage, nbytes, tag)`` and
     ``("free", storage)``. Storages alive at the end simply have no ``free``."""
