@@ -38,9 +38,21 @@ def save(obj, f) -> None:
         np.savez(f, **arrays)
 
 
-def load(f) -> dict[str, Tensor]:
-    """Read a file written by :func:`save` into ``{name: tensor}`` (same order, same dtypes)."""
+def load(f, mmap: bool | str = False) -> dict[str, Tensor]:
+    """Read a file written by :func:`save` into ``{name: tensor}`` (same order, same dtypes).
+
+    ``mmap=True`` maps the file instead of reading it: the tensors' storages are the file's
+    pages (zero-copy, read from disk on first touch), read-only; ``mmap="c"`` copy-on-write
+    (writes stay private to this process). See :mod:`microtorch.memory.mapped`."""
     from .creation import tensor
+
+    if mmap:
+        from .memory.mapped import MODES, load_mapped
+
+        if mmap not in MODES:
+            raise ValueError(f"mt.load: mmap must be False, True (read-only) or 'c' (copy-on-write), "
+                             f"got {mmap!r}")
+        return load_mapped(f, MODES[mmap])
 
     with np.load(f, allow_pickle=False) as npz:
         return {key: tensor(npz[key]) for key in npz.files}

@@ -50,14 +50,23 @@ class DataLoader:
     default: the global one, so ``mt.manual_seed`` makes it reproducible). ``drop_last``
     drops a final batch smaller than ``batch_size``. A :class:`TensorDataset` is batched by
     one integer-array index per tensor; other datasets by stacking their examples.
+
+    ``zero_copy=True`` (microtorch only; needs ``shuffle=False`` and a :class:`TensorDataset`):
+    each batch is a *view* of rows ``[i, i + batch_size)`` of the dataset's tensors instead of
+    a copy, so batches of a memory-mapped dataset are the file's pages. A write into such a
+    batch writes into the dataset (their version counters are shared, as for any view).
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
-                 generator=None):
+                 generator=None, zero_copy: bool = False):
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+        if zero_copy and (shuffle or not isinstance(dataset, TensorDataset)):
+            raise ValueError("zero_copy=True batches are views of consecutive rows: it needs shuffle=False "
+                             "and a TensorDataset (shuffled rows must be gathered, which is a copy)")
         self.dataset, self.batch_size = dataset, int(batch_size)
         self.shuffle, self.drop_last, self.generator = bool(shuffle), bool(drop_last), generator
+        self.zero_copy = bool(zero_copy)
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -71,6 +80,8 @@ class DataLoader:
             yield self._batch(order[start:start + self.batch_size])
 
     def _batch(self, idx: np.ndarray):
+        if self.zero_copy:
+            return tuple(Tensor._view(t._data[idx[0]: idx[-1] + 1], t) for t in self.dataset.tensors)
         if isinstance(self.dataset, TensorDataset):
             return tuple(_rows(t, idx) for t in self.dataset.tensors)
         return _collate([self.dataset[int(i)] for i in idx])
