@@ -125,3 +125,23 @@ def test_thread_cache_events_and_counters_in_the_trace():
 def test_thread_cache_must_not_be_negative():
     with pytest.raises(ValueError, match="thread_cache must be ≥ 0"):
         Pool(name="bad", thread_cache=-1)
+
+
+def test_a_threaded_data_loader_gives_the_same_batches_and_reuses_its_blocks():
+    x = mt.randn(1000, 32)
+    y = mt.arange(1000)
+    ds = mt.data.TensorDataset(x, y)
+    plain = mt.data.DataLoader(ds, batch_size=64, shuffle=True, generator=mt.Generator().manual_seed(3))
+    threaded = mt.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=2,
+                                  generator=mt.Generator().manual_seed(3))
+    for epoch in range(3):
+        for (xa, ya), (xb, yb) in zip(plain, threaded, strict=True):
+            assert np.array_equal(xa.numpy(), xb.numpy()) and np.array_equal(ya.numpy(), yb.numpy())
+            assert xb._storage.block.owner is threaded.workers.pool
+        del xa, ya, xb, yb
+    s = threaded.workers.pool.stats()
+    assert s["threads"] >= 2 and s["live_blocks"] == 0
+    assert s["cross_thread_frees"] > 0  # gathered by a worker, freed by the training loop
+    assert s["lock_acquisitions"] / s["allocations"] < 0.5  # most allocations took no lock
+    with pytest.raises(ValueError, match="num_workers option should be non-negative"):
+        mt.data.DataLoader(ds, num_workers=-1)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -136,12 +137,14 @@ class Trace:
         self._seen_tensors: dict[int, tuple] = {}  # tensor id -> (name, requires_grad, is_leaf, storage) last recorded
         self._previous: Trace | None = None
         self._replay = None  # built on first use by state_at / lifetimes / peak
+        self._lock = threading.Lock()  # a data loader's worker threads emit too
 
     # -- recording -----------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:
         fields["kind"] = kind
-        fields["step"] = len(self.events)
-        self.events.append(fields)
+        with self._lock:  # step numbers stay the positions, whichever thread emits
+            fields["step"] = len(self.events)
+            self.events.append(fields)
 
     def tensor(self, t) -> int:
         """Id of ``t``; record a ``tensor`` event describing it the first time it is seen,
