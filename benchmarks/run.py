@@ -43,6 +43,7 @@ GROUPS = {
     "allocators": "benchmarks.allocators",
     "player": "benchmarks.player",
     "training": "benchmarks.training",
+    "systems": "benchmarks.systems",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

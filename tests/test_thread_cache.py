@@ -145,3 +145,27 @@ def test_a_threaded_data_loader_gives_the_same_batches_and_reuses_its_blocks():
     assert s["lock_acquisitions"] / s["allocations"] < 0.5  # most allocations took no lock
     with pytest.raises(ValueError, match="num_workers option should be non-negative"):
         mt.data.DataLoader(ds, num_workers=-1)
+
+
+def test_thread_picture_replays_cache_bytes_and_locks():
+    from microtorch.viz import threads as vt
+
+    pool = Pool(name="pictured", thread_cache=4)  # batch 2: a refill takes 3 blocks
+    with mt.trace() as tr:
+        blocks = [pool.alloc(100) for _ in range(6)]  # class 104 B... rounded by the pool
+        for b in blocks:
+            pool.free(b)
+    size = blocks[0].size
+    f = vt.thread_facts(tr)
+    me = threading.get_ident()
+    assert f.threads == [me]
+    # 6 allocations: refill (2 cached), hit, hit, refill (2 cached), hit, hit → 0 cached
+    # 6 frees: cache 1, 2, 3, 4, 5 → flush 2 → 3, 4
+    cached = [b // size for _, b in f.cached[me]]
+    assert cached == [2, 2, 1, 0, 2, 2, 1, 0, 1, 2, 3, 4, 3, 3, 4]
+    assert f.count_at(f.locks) == pool.stats()["lock_acquisitions"]
+    assert f.count_at(f.allocations[me]) == 6 and f.cross_frees == 0
+    fig = vt.render(tr)
+    top_line = fig.axes[0].get_lines()[0]
+    assert max(top_line.get_ydata()) == 4 * size
+    assert "lock acquisition" in fig.description

@@ -130,7 +130,9 @@ class Pool:
 
     def _emit_alloc(self, block: Block, reused: bool) -> None:
         c = block.size_class
-        fields = {} if block.thread is None else {"thread": block.thread}
+        fields = {}
+        if self.threads is not None:
+            fields["thread"], fields["cached"] = self.threads.mine()
         _trace.active.emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
                            chunk=block.chunk, offset=block.offset, nbytes=block.nbytes, size=block.size,
                            tag=block.tag, reused=reused,
@@ -166,9 +168,10 @@ class Pool:
         if self.threads is not None:
             self.threads.free(block)
             if _trace.active is not None:
+                thread, cached = self.threads.mine()
                 _trace.active.emit("free_block", allocator=self.name, block=block.id,
                                    held=bool(self.defer_epochs) and block.size_class is not None,
-                                   thread=self.threads.thread_id())
+                                   thread=thread, cached=cached)
             return
         if block.owner is not self:
             raise AllocatorError(f"{self.name}: {block!r} was not allocated by this pool (foreign block)")

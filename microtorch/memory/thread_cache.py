@@ -35,11 +35,12 @@ from .block import AllocatorError, Block
 class _Cache:
     """One thread's cache: free blocks per size class, and that thread's counters."""
 
-    __slots__ = ("thread", "blocks", "allocations", "hits", "reused", "frees", "cross_frees")
+    __slots__ = ("thread", "blocks", "bytes", "allocations", "hits", "reused", "frees", "cross_frees")
 
     def __init__(self, n_classes: int):
         self.thread = threading.get_ident()
         self.blocks: list[list[Block]] = [[] for _ in range(n_classes)]
+        self.bytes = 0  # bytes of the blocks in this cache
         self.allocations = self.hits = self.reused = self.frees = self.cross_frees = 0
 
 
@@ -74,6 +75,7 @@ class ThreadCaches:
         if c is not None and cache.blocks[c]:
             cache.hits += 1
             old, reused = cache.blocks[c].pop(), True
+            cache.bytes -= old.size
         else:
             with self.lock:
                 self.lock_acquisitions += 1
@@ -102,11 +104,14 @@ class ThreadCaches:
         pool.peak = max(pool.peak, pool.reserved)
         first = take.pop()
         cache.blocks[c].extend(b for b, _ in take)
+        cache.bytes += size * len(take)
         self._emit("refill", cache, c, len(take))
         return first
 
-    def thread_id(self) -> int:
-        return self._mine().thread
+    def mine(self) -> tuple[int, int]:
+        """(this thread's id, bytes in its cache): what the pool's trace events carry."""
+        cache = self._mine()
+        return cache.thread, cache.bytes
 
     def free(self, block: Block) -> None:
         pool, cache = self.pool, self._mine()
@@ -127,18 +132,19 @@ class ThreadCaches:
             return
         mine = cache.blocks[c]
         mine.append(block)
+        cache.bytes += block.size
         if len(mine) > self.capacity:
             with self.lock:
                 self.lock_acquisitions += 1
                 for _ in range(self.batch):
                     self._to_central(mine.pop(0))
+                cache.bytes -= self.batch * block.size
                 self._emit("flush", cache, c, self.batch)
 
     def _emit(self, action: str, cache: _Cache, c: int, blocks: int) -> None:
         if _trace.active is not None:
             _trace.active.emit("thread_cache", allocator=self.pool.name, thread=cache.thread, action=action,
-                               size_class=c, blocks=blocks,
-                               cached=sum(b.size for bl in cache.blocks for b in bl),
+                               size_class=c, blocks=blocks, cached=cache.bytes,
                                lock_acquisitions=self.lock_acquisitions)
 
     def _to_central(self, block: Block) -> None:
@@ -156,11 +162,12 @@ class ThreadCaches:
                     for b in blocks:
                         self._to_central(b)
                     blocks.clear()
+                cache.bytes = 0
         return n
 
     # -- numbers -----------------------------------------------------------------------------
     def cached_bytes(self) -> int:
-        return sum(b.size for cache in list(self.caches) for blocks in cache.blocks for b in list(blocks))
+        return sum(cache.bytes for cache in list(self.caches))
 
     def stats(self) -> dict:
         caches = list(self.caches)

@@ -88,7 +88,7 @@ KINDS = {
     "thread_cache": "a pool's thread cache went to the central free lists under the lock: allocator, "
                     "thread, action ('refill': blocks taken into the cache; 'flush': blocks given back), "
                     "size_class, blocks, cached (bytes in that thread's cache now), lock_acquisitions "
-                    "(the pool's count so far); alloc_block and free_block then carry the thread too",
+                    "(the pool's count so far); alloc_block and free_block then carry thread and cached too",
     "fit_alloc": "a best-fit allocator handed out a block: allocator, block, heap, offset, nbytes, size, tag",
     "fit_free": "a block went back to a best-fit allocator: allocator, block, and the free block it "
                 "is part of after merging with its neighbours: heap, offset, size",
