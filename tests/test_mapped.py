@@ -120,3 +120,29 @@ def test_npz_members_finds_each_arrays_bytes(data_file):
             expect = np.load(z.open(name + ".npy"))
             got = np.frombuffer(raw, dtype, int(np.prod(shape)), offset).reshape(shape)
             assert np.array_equal(got, expect)
+
+
+def test_resident_pages_snapshots_replay_into_the_pages_picture(tmp_path):
+    from microtorch.viz import mapped as vm
+
+    path = tmp_path / "pages.npz"
+    mt.save({"x": np.ones((1024, 1024), np.float32)}, path)  # 4 MiB: 1,024 pages
+    mapped.evict_from_page_cache(path)
+    x = mt.load(path, mmap=True)["x"]
+    owner = x._storage.block.owner
+    with mt.trace() as tr:
+        owner.record_pages("after mapping")
+        x[:8].numpy().sum()
+        owner.record_pages("first rows read")
+        x.numpy().sum()
+        owner.record_pages("all read")
+    f = vm.pages_facts(tr)
+    assert [s.label for s in f.snapshots] == ["after mapping", "first rows read", "all read"]
+    masks = [s.mask for s in f.snapshots]
+    assert all(m.size == owner.resident().size for m in masks)
+    assert masks[0].sum() < masks[1].sum() <= masks[2].sum() == masks[2].size  # all in memory at the end
+    assert masks[1][0] and [s.resident for s in f.snapshots] == [int(m.sum()) for m in masks]
+    fig = vm.render(tr)
+    grid = fig.axes[0].images[0].get_array()
+    assert grid.shape == (3, 256) and np.allclose(grid[2], 1.0) and grid[0].mean() < grid[1].mean()
+    assert f"{masks[2].size:,} of {masks[2].size:,} pages resident (100%)" in fig.description

@@ -24,6 +24,8 @@ bytes, so writing into the mapping would leave a file that ``np.load`` refuses.
 """
 from __future__ import annotations
 
+import ctypes
+import mmap as _mmap
 import os
 import resource
 import struct
@@ -31,6 +33,7 @@ import zipfile
 
 import numpy as np
 
+from . import trace as _trace
 from .block import AllocatorError, Block
 
 MODES = {True: "r", "r": "r", "c": "c"}
@@ -80,6 +83,22 @@ class MappedFile:
                 "requested": sum(b.nbytes for b in self.live.values()),
                 "file_bytes": 0 if self.mapping is None else int(self.mapping.size)}
 
+    def resident(self) -> np.ndarray:
+        """Which pages of the file are in memory right now (``mincore``), one bool per page."""
+        if self.mapping is None:
+            raise AllocatorError(f"{self.name}: the mapping was released when its last tensor went")
+        return resident_pages(self.mapping)
+
+    def record_pages(self, label: str = "") -> None:
+        """Put the file's resident pages in the trace (an ``mmap_pages`` event): the picture
+        of the mapping (``mt.viz.mapped``) draws one row per such snapshot."""
+        if _trace.active is not None:
+            r = self.resident()
+            change = np.flatnonzero(np.diff(r.astype(np.int8))) + 1  # run boundaries
+            _trace.active.emit("mmap_pages", allocator=self.name, pages=int(r.size), label=label,
+                               resident=int(r.sum()), first=bool(r[0]) if r.size else False,
+                               runs=np.diff(np.concatenate([[0], change, [r.size]])).tolist())
+
     def read_only_message(self) -> str:
         return (f"cannot write into a tensor whose bytes are the read-only mapping of {self.path!r} "
                 f"(mt.load(..., mmap=True)); load with mmap='c' (copy-on-write: writes stay private "
@@ -110,6 +129,18 @@ def npz_members(path: str | os.PathLike) -> dict[str, tuple[np.dtype, tuple, int
                                  "save it with mt.save (C order) to map it")
             out[name] = (dtype, tuple(shape), f.tell())
     return out
+
+
+def resident_pages(array: np.ndarray) -> np.ndarray:
+    """One bool per page spanned by ``array``'s bytes: is the page in memory (``mincore(2)``)?"""
+    page = _mmap.PAGESIZE
+    start = array.ctypes.data // page * page
+    n = -(-(array.ctypes.data + array.nbytes - start) // page)
+    vec = (ctypes.c_ubyte * n)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(n * page), vec) != 0:
+        raise OSError(ctypes.get_errno(), "mincore failed")
+    return np.frombuffer(vec, np.uint8) & 1 == 1
 
 
 def page_faults() -> tuple[int, int]:

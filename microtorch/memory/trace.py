@@ -92,6 +92,9 @@ KINDS = {
     "fit_alloc": "a best-fit allocator handed out a block: allocator, block, heap, offset, nbytes, size, tag",
     "fit_free": "a block went back to a best-fit allocator: allocator, block, and the free block it "
                 "is part of after merging with its neighbours: heap, offset, size",
+    "mmap_pages": "a snapshot of which pages of a mapped file are in memory (MappedFile.record_pages): "
+                  "allocator, pages, label, resident (count), first (is page 0 resident), runs (lengths "
+                  "of alternating resident / not-resident runs, starting with page 0's state)",
     "buddy_alloc": "a buddy allocator handed out a block: allocator, block, heap, offset, order, nbytes, "
                    "size, tag, splits ([offset, order] of each block split on the way down), heaps, "
                    "heap_bytes, min_order",
