@@ -112,3 +112,23 @@ def test_replicating_b_pays_off_only_when_b_is_read_more_than_once():
     remote_b = numa.matmul_cost(m, k, n, {"A": "split", "B": 0, "C": "split"}, **once)
     assert rep["b_reads"] == 1 and rep["ns"] > remote_b["ns"]  # the copy costs more than one remote read
     assert rep["memory_bytes"] - remote_b["memory_bytes"] == k * n * 4
+
+
+def test_numa_picture_shows_the_models_placement_and_costs():
+    from microtorch.viz import numa as vn
+
+    tr = _trace_two_layers()
+    on = lambda i, e: i % 2
+    f = vn.numa_facts(tr, affinity=on, policy="first_touch")
+    report = numa.simulate(tr, on, "first_touch")
+    assert [o[3] for o in f.ops] == [ns for *_, ns in report.op_ns]
+    assert {s: w for s, _, w in f.storages} == report.placement
+    assert all(0 <= remote <= ns for *_, ns, remote in f.ops)
+    assert any(remote > 0 for *_, remote in f.ops)  # odd ops read what even ops wrote
+    fig = vn.render(tr, affinity=on)
+    assert "a model, not measured" in fig._suptitle.get_text()
+    bars = fig.axes[1].patches
+    assert len([b for b in bars if b.get_facecolor()[3] > 0]) == len(f.ops)
+    assert "simulated" in fig.description
+    first_op_step = next(e["step"] for e in tr.events if e["kind"] == "op")
+    assert len(vn.numa_facts(tr, first_op_step, affinity=on).ops) == 1

@@ -41,7 +41,7 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 """
 import importlib
 
-_SUBMODULES = ("alias", "arena", "buddy", "mapped", "threads", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
+_SUBMODULES = ("alias", "arena", "buddy", "mapped", "numa", "threads", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
                "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
