@@ -16,6 +16,7 @@ from .refcounts import check_leaked_storages, check_refcounts
 from .tensors import check_element_offset, check_strides, check_unbroadcast
 from .training import check_clip_grad_norm, check_momentum_update
 from .views import check_alias_by_strides, check_extent, check_windows
+from . import systems
 
 __all__ = ["check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages",
            "check_refcounts", "check_size_class_of", "check_size_classes",
