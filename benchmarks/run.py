@@ -47,6 +47,7 @@ GROUPS = {
     "planner": "benchmarks.planner",
     "checkpoint": "benchmarks.checkpoint",
     "sparse": "benchmarks.sparse",
+    "systems": "benchmarks.systems",
 }
 RESULTS = ROOT / "benchmarks" / "results"
 SCHEMA = "microtorch-bench/1"

@@ -55,12 +55,26 @@ def save(obj, f) -> None:
         np.savez(f, **arrays)
 
 
-def load(f) -> dict[str, Tensor]:
+def load(f, mmap: bool | str = False) -> dict[str, Tensor]:
     """Read a file written by :func:`save` into ``{name: tensor}`` (same order, same dtypes).
 
     ``f`` is a path or a binary file open for reading. Raises :class:`LoadError` when the
     file is not an ``.npz`` archive of arrays, ``TypeError`` when an entry's dtype is not one
-    microtorch supports (object arrays included: they would need unpickling)."""
+    microtorch supports (object arrays included: they would need unpickling).
+
+    ``mmap=True`` maps the file instead of reading it: the tensors' storages are the file's
+    pages (zero-copy, read from disk on first touch), read-only; ``mmap="c"`` copy-on-write
+    (writes stay private to this process). See :mod:`microtorch.memory.mapped`."""
+    if mmap:
+        from .memory.mapped import MODES, load_mapped
+
+        if mmap not in MODES:
+            raise ValueError(f"mt.load: mmap must be False, True (read-only) or 'c' (copy-on-write), "
+                             f"got {mmap!r}")
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "rb") as fh:
+                _archive(fh, os.fspath(f)).close()  # the same checks of the file, before mapping it
+        return load_mapped(f, MODES[mmap], check_dtype=_check_dtype)
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             return _load(fh, os.fspath(f))
@@ -68,6 +82,12 @@ def load(f) -> dict[str, Tensor]:
 
 
 def _load(fh, where: str) -> dict[str, Tensor]:
+    with _archive(fh, where) as archive:
+        return {name[:-4]: _entry(archive, name, where) for name in archive.namelist()}
+
+
+def _archive(fh, where: str) -> zipfile.ZipFile:
+    """The file as a zip of ``.npy`` entries, or a :class:`LoadError` saying what it is instead."""
     head = fh.read(6)
     fh.seek(-len(head), os.SEEK_CUR)
     if not head:
@@ -84,13 +104,12 @@ def _load(fh, where: str) -> dict[str, Tensor]:
     except _DAMAGED as e:
         raise LoadError(f"mt.load: {where!r} starts like a zip (.npz) archive but is truncated or "
                         f"damaged ({e}); save it again with mt.save") from None
-    with archive:
-        names = archive.namelist()
-        foreign = [n for n in names if not n.endswith(".npy")]
-        if foreign:
-            raise LoadError(f"mt.load: {where!r} is a zip archive but not an .npz of arrays (entries "
-                            f"{foreign[:3]} are not .npy; a torch.save file?); {_EXPECTED}")
-        return {name[:-4]: _entry(archive, name, where) for name in names}
+    foreign = [n for n in archive.namelist() if not n.endswith(".npy")]
+    if foreign:
+        archive.close()
+        raise LoadError(f"mt.load: {where!r} is a zip archive but not an .npz of arrays (entries "
+                        f"{foreign[:3]} are not .npy; a torch.save file?); {_EXPECTED}")
+    return archive
 
 
 def _entry(archive: zipfile.ZipFile, name: str, where: str) -> Tensor:

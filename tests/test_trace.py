@@ -67,7 +67,9 @@ def test_all_event_kinds_appear_in_a_training_step():
         mt.utils.checkpoint.checkpoint(mt.tanh, x, use_reentrant=False).sum().backward()
         tr.mark("step done")  # the one kind only a user emits
     kinds = tr.kinds()
-    assert set(kinds) == set(trace_module.KINDS)
+    # kinds of allocators a training step does not use (tested in test_buddy / test_thread_cache)
+    elsewhere = {"buddy_alloc", "buddy_free", "fit_alloc", "fit_free", "mmap_pages", "thread_cache"}
+    assert set(kinds) == set(trace_module.KINDS) - elsewhere
     for i, e in enumerate(tr):
         assert e["step"] == i and e["kind"] in trace_module.KINDS
     assert sum(kinds.values()) == len(tr)

@@ -3,10 +3,13 @@
 * :class:`TensorDataset`, :class:`DataLoader` (``batch_size``, seeded ``shuffle``, ``drop_last``)
   — named and behaving like ``torch.utils.data``;
 * :func:`make_moons`, :func:`make_spirals` — seeded 2-D toy problems;
+* :func:`mapped_dataset` — a dataset memory-mapped from an ``.npz`` file (zero-copy batches
+  with ``DataLoader(..., zero_copy=True)``);
 * :func:`load_digits` — 1797 real 8×8 handwritten digits shipped with microtorch
   (``digits.npz``, 49 kB; UCI optdigits, CC BY 4.0 — see ``microtorch/data/README.md``).
 """
-from .datasets import load_digits, make_moons, make_spirals
+from .datasets import load_digits, make_moons, make_spirals, mapped_dataset
 from .loader import DataLoader, Dataset, TensorDataset
 
-__all__ = ["DataLoader", "Dataset", "TensorDataset", "load_digits", "make_moons", "make_spirals"]
+__all__ = ["DataLoader", "Dataset", "TensorDataset", "load_digits", "make_moons", "make_spirals",
+           "mapped_dataset"]

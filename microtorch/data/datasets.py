@@ -101,3 +101,18 @@ def load_digits(split: str = "train", flatten: bool = True) -> tuple[Tensor, Ten
     if flatten:
         x = x.reshape(len(x), 64)
     return tensor(x), tensor(labels.astype(np.int64))
+
+
+def mapped_dataset(path, *names: str, mmap: bool | str = True):
+    """A :class:`~microtorch.data.TensorDataset` of arrays ``names`` (default: all) of an
+    uncompressed ``.npz`` (as ``mt.save`` writes), memory-mapped: no byte is read until a batch
+    touches it (see :mod:`microtorch.memory.mapped`; ``mmap="c"`` for copy-on-write)."""
+    from ..serialization import load
+    from .loader import TensorDataset
+
+    tensors = load(path, mmap=mmap)
+    missing = [n for n in names if n not in tensors]
+    if missing:
+        raise KeyError(f"{path!r} has no array named {', '.join(map(repr, missing))}; it holds "
+                       f"{', '.join(map(repr, tensors))}")
+    return TensorDataset(*(tensors[n] for n in (names or tensors)))

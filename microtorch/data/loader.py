@@ -50,14 +50,35 @@ class DataLoader:
     default: the global one, so ``mt.manual_seed`` makes it reproducible). ``drop_last``
     drops a final batch smaller than ``batch_size``. A :class:`TensorDataset` is batched by
     one integer-array index per tensor; other datasets by stacking their examples.
+
+    ``zero_copy=True`` (microtorch only; needs ``shuffle=False`` and a :class:`TensorDataset`):
+    each batch is a *view* of rows ``[i, i + batch_size)`` of the dataset's tensors instead of
+    a copy, so batches of a memory-mapped dataset are the file's pages. A write into such a
+    batch writes into the dataset (their version counters are shared, as for any view).
+
+    ``num_workers=k`` gathers batches of a :class:`TensorDataset` in ``k`` threads,
+    ``prefetch_factor`` batches each ahead, into a pool with per-thread caches
+    (:mod:`microtorch.data.workers`; PyTorch uses processes, see there why threads do here).
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
-                 generator=None):
+                 generator=None, zero_copy: bool = False, num_workers: int = 0, prefetch_factor: int = 2):
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+        if zero_copy and (shuffle or not isinstance(dataset, TensorDataset)):
+            raise ValueError("zero_copy=True batches are views of consecutive rows: it needs shuffle=False "
+                             "and a TensorDataset (shuffled rows must be gathered, which is a copy)")
         self.dataset, self.batch_size = dataset, int(batch_size)
         self.shuffle, self.drop_last, self.generator = bool(shuffle), bool(drop_last), generator
+        self.zero_copy = bool(zero_copy)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) or num_workers < 0:
+            raise ValueError(f"num_workers option should be non-negative; use num_workers=0 to disable "
+                             f"multiprocessing. (got {num_workers!r})")
+        if num_workers and (zero_copy or not isinstance(dataset, TensorDataset)):
+            raise ValueError("num_workers > 0 gathers batches of a TensorDataset in threads; it cannot be "
+                             "combined with zero_copy=True (views need no gathering) or other datasets")
+        self.num_workers, self.prefetch_factor = int(num_workers), int(prefetch_factor)
+        self.workers = None
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -67,10 +88,21 @@ class DataLoader:
         n = len(self.dataset)
         order = ((self.generator or default_generator).rng.permutation(n) if self.shuffle
                  else np.arange(n))
-        for start in range(0, len(self) * self.batch_size, self.batch_size):
-            yield self._batch(order[start:start + self.batch_size])
+        batches = (order[start:start + self.batch_size] for start in range(0, len(self) * self.batch_size,
+                                                                           self.batch_size))
+        if self.num_workers:
+            from .workers import BatchWorkers
+
+            if self.workers is None:  # one pool for the loader's life: its blocks are reused
+                self.workers = BatchWorkers(self.dataset.tensors, self.num_workers, self.prefetch_factor)
+            yield from self.workers.batches(batches)
+            return
+        for idx in batches:
+            yield self._batch(idx)
 
     def _batch(self, idx: np.ndarray):
+        if self.zero_copy:
+            return tuple(Tensor._view(t._data[idx[0]: idx[-1] + 1], t) for t in self.dataset.tensors)
         if isinstance(self.dataset, TensorDataset):
             return tuple(_rows(t, idx) for t in self.dataset.tensors)
         return _collate([self.dataset[int(i)] for i in idx])

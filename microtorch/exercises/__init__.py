@@ -29,6 +29,7 @@ from .checking import has_passed, yours_or_engine
 from .plugins import PLUG_POINTS, use, use_if_passed
 from .suites import run_suite
 from .views import check_alias_by_strides, check_extent, check_windows
+from . import systems
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
            "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",

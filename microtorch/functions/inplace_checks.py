@@ -92,6 +92,8 @@ def _check_autograd(t: Tensor, op: str):
 
 
 def _check_written(t: Tensor) -> None:
+    if not t._data.flags.writeable:
+        _refuse_read_only(t)
     if t._data.flags.c_contiguous:  # contiguous elements never share bytes
         return
     if overlaps_itself(t):
@@ -101,6 +103,12 @@ def _check_written(t: Tensor) -> None:
             "unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation. "
             f"(shape {list(t.shape)}, strides {list(t.stride())}: {where})")
+
+
+def _refuse_read_only(t: Tensor) -> None:
+    owner = getattr(t._storage.block, "owner", None)
+    if hasattr(owner, "read_only_message"):  # a read-only file mapping
+        raise RuntimeError(owner.read_only_message())
 
 
 def _check_inputs(t: Tensor, *others) -> None:

@@ -9,6 +9,8 @@ bytes a view touches); ``mt.memory.inplace_plan(trace)`` says which ops of a rec
 program could safely write into their input.
 """
 from .arena import Arena
+from .best_fit import BestFit
+from .buddy import Buddy
 from .block import AllocatorError, Block, OutOfMemoryError, align_up
 from .node_arena import NodeArena, nodes
 from .placement import pool, reset_peak, step, step_arena, use_heap, use_pool
@@ -20,7 +22,7 @@ from .aliasing import AliasReport, alias, byte_extent, byte_ranges, overlaps_its
 from .inplace_analysis import InplacePlan, inplace_plan
 
 __all__ = ["AliasReport", "InplacePlan", "alias", "byte_extent", "byte_ranges", "inplace_plan",
-           "overlaps_itself", "AllocatorError", "Arena", "Block", "NodeArena", "OutOfMemoryError", "Pool",
+           "overlaps_itself", "AllocatorError", "Arena", "BestFit", "Block", "Buddy", "NodeArena", "OutOfMemoryError", "Pool",
            "StaleTensorError", "Storage", "Trace", "align_up", "empty_storage", "new_storage",
            "nodes", "pool", "reset_peak", "size_classes", "stats", "step", "step_arena",
            "use_heap", "use_pool"]

@@ -47,7 +47,7 @@ class OutOfMemoryError(AllocatorError):
 
 class Block:
     __slots__ = ("owner", "chunk", "offset", "nbytes", "size", "padding", "tag", "id", "generation",
-                 "live", "memory", "size_class", "user")
+                 "live", "memory", "size_class", "user", "thread")
 
     def __init__(self, owner, chunk: int, offset: int, nbytes: int, size: int, padding: int, tag: str,
                  memory: np.ndarray, generation: int = 0, size_class: int | None = None):
@@ -57,6 +57,7 @@ class Block:
         self.id = next(_block_ids)
         self.live = True
         self.user = None  # weakref to the Storage using these bytes, if any
+        self.thread = None  # the thread that allocated it (pools with thread caches)
 
     def array(self, dtype, count: int | None = None) -> np.ndarray:
         """The block's bytes as a flat array of ``dtype`` (``count`` elements, default: all that fit)."""

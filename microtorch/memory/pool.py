@@ -27,6 +27,11 @@ the bytes rounding can waste.
 **Epoch-based deferred release.** With ``defer_epochs=k`` a freed block is held back until
 ``advance_epoch()`` has been called k times, so code still reading it in the current
 epoch (an in-flight step, another thread's reader) never sees it reused underneath.
+
+**Threads.** A pool is single-threaded by default (no lock). ``Pool(thread_cache=k)`` makes it
+safe to share between threads: its free lists are guarded by a lock, and each thread keeps
+up to ``k`` free blocks per size class of its own, so most allocations take no lock
+(:mod:`microtorch.memory.thread_cache`; ``thread_cache=0``: a lock on every call).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ import numpy as np
 
 from . import trace as _trace
 from .block import AllocatorError, Block, aligned_buffer, register
+from .thread_cache import ThreadCaches
 
 SLAB_BYTES = 64 * 1024  # each class carves blocks from slabs of at least this many bytes
 _SMALL = 4096  # requests up to this size find their class in a lookup table
@@ -63,7 +69,8 @@ class Pool:
     resets_under_users = False  # a pool block is reclaimed only by free(), never under a user
 
     def __init__(self, min_block: int = 64, max_block: int = 1 << 20, classes_per_doubling: int = 8,
-                 defer_epochs: int = 0, alignment: int = 64, name: str = "pool"):
+                 defer_epochs: int = 0, alignment: int = 64, name: str = "pool",
+                 thread_cache: int | None = None):
         if defer_epochs < 0:
             raise ValueError(f"defer_epochs must be ≥ 0, got {defer_epochs}")
         self.name, self.alignment, self.defer_epochs = name, alignment, defer_epochs
@@ -84,6 +91,7 @@ class Pool:
         # (None past max_block: a pool with max_block < 4096 serves those requests directly)
         self._small = [bisect.bisect_left(self.classes, max(n, 1)) if n <= max_block else None
                        for n in range(_SMALL + 1)]
+        self.threads = None if thread_cache is None else ThreadCaches(self, thread_cache)
         register(self)
 
     def size_class(self, nbytes: int) -> int | None:
@@ -96,6 +104,8 @@ class Pool:
 
     # -- allocating -------------------------------------------------------------------------
     def alloc(self, nbytes: int, tag: str = "") -> Block:
+        if self.threads is not None:
+            return self._alloc_threaded(nbytes, tag)
         t0 = perf_counter_ns()
         if 0 <= nbytes <= _SMALL:
             c = self._small[nbytes]
@@ -105,9 +115,7 @@ class Pool:
             c = self.size_class(nbytes)
         reused = False
         if c is None:
-            block = Block(self, -1, 0, nbytes, nbytes, 0, tag, aligned_buffer(nbytes, self.alignment))
-            self.direct_allocations += 1
-            self.direct_bytes += nbytes
+            block = self._direct_block(nbytes, tag)
         elif free := self.free_lists[c]:
             old = free.pop()
             # Same bytes, new handle: the old Block stays dead, so whoever still holds it
@@ -123,12 +131,33 @@ class Pool:
             self.peak = reserved
         self.allocations += 1
         self.alloc_ns += perf_counter_ns() - t0
-        rec = _trace.active
-        if rec is not None:
-            rec.emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
-                     chunk=block.chunk, offset=block.offset, nbytes=nbytes, size=block.size, tag=tag,
-                     reused=reused, slab_bytes=block.size if c is None else self.slabs[c][block.chunk].nbytes)
+        if _trace.active is not None:
+            self._emit_alloc(block, reused)
         return block
+
+    def _emit_alloc(self, block: Block, reused: bool) -> None:
+        c = block.size_class
+        fields = {}
+        if self.threads is not None:
+            fields["thread"], fields["cached"] = self.threads.mine()
+        _trace.active.emit("alloc_block", allocator=self.name, block=block.id, size_class=c,
+                           chunk=block.chunk, offset=block.offset, nbytes=block.nbytes, size=block.size,
+                           tag=block.tag, reused=reused,
+                           slab_bytes=block.size if c is None else self.slabs[c][block.chunk].nbytes, **fields)
+
+    def _alloc_threaded(self, nbytes: int, tag: str) -> Block:
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate a negative number of bytes ({nbytes})")
+        block, reused = self.threads.alloc(nbytes, tag)
+        if _trace.active is not None:
+            self._emit_alloc(block, reused)
+        return block
+
+    def _direct_block(self, nbytes: int, tag: str) -> Block:
+        """A block above ``max_block``: one buffer of its own, returned to the system on free."""
+        self.direct_allocations += 1
+        self.direct_bytes += nbytes
+        return Block(self, -1, 0, nbytes, nbytes, 0, tag, aligned_buffer(nbytes, self.alignment))
 
     def _carve_block(self, c: int, size: int, nbytes: int, tag: str) -> Block:
         slabs = self.slabs[c]
@@ -143,12 +172,28 @@ class Pool:
 
     def free(self, block: Block) -> None:
         """Give ``block`` back: onto its class's free list now, or after ``defer_epochs`` epochs."""
+        if self.threads is not None:
+            self.threads.free(block)
+            if _trace.active is not None:
+                thread, cached = self.threads.mine()
+                _trace.active.emit("free_block", allocator=self.name, block=block.id,
+                                   held=bool(self.defer_epochs) and block.size_class is not None,
+                                   thread=thread, cached=cached)
+            return
         if block.owner is not self:
             raise AllocatorError(f"{self.name}: {block!r} was not allocated by this pool (foreign block)")
         if not block.live:
             raise AllocatorError(f"{self.name}: double free of {block!r}")
         block.live = False
         del self.live[block.id]
+        self._release(block)
+        rec = _trace.active
+        if rec is not None:
+            rec.emit("free_block", allocator=self.name, block=block.id,
+                     held=bool(self.defer_epochs) and block.size_class is not None)
+
+    def _release(self, block: Block) -> None:
+        """A dead block's bytes back: to the system (direct), the held list, or its free list."""
         self.reserved -= block.size
         c = block.size_class
         if c is None:
@@ -158,10 +203,6 @@ class Pool:
             self.held.append((self.epoch, block))
         else:
             self.free_lists[c].append(block)
-        rec = _trace.active
-        if rec is not None:
-            rec.emit("free_block", allocator=self.name, block=block.id,
-                     held=bool(self.defer_epochs) and block.size_class is not None)
 
     def advance_epoch(self) -> int:
         """Start a new epoch; blocks freed ``defer_epochs`` epochs ago become reusable."""
@@ -197,9 +238,15 @@ class Pool:
         return counts
 
     @property
+    def in_use_reserved(self) -> int:
+        """Bytes live blocks occupy (``reserved`` less the blocks waiting in thread caches)."""
+        return self.reserved - (self.threads.cached_bytes() if self.threads is not None else 0)
+
+    @property
     def fragmentation(self) -> float:
         """Internal fragmentation of live blocks: 1 − requested / reserved."""
-        return 1 - self.requested / self.reserved if self.reserved else 0.0
+        reserved = self.in_use_reserved
+        return 1 - self.requested / reserved if reserved else 0.0
 
     def class_table(self) -> list[dict]:
         """Per size class: blocks in use, on the free list, held back, and bytes reserved in slabs."""
@@ -212,12 +259,20 @@ class Pool:
                 if self.slabs[c]]
 
     def stats(self) -> dict:
-        return {"name": self.name, "requested": self.requested, "reserved": self.reserved,
-                "fragmentation": self.fragmentation, "peak": self.peak,
-                "allocations": self.allocations, "reuse_hits": self.reuse_hits,
-                "direct_allocations": self.direct_allocations, "direct_bytes": self.direct_bytes,
-                "slab_bytes": sum(s.nbytes for slabs in self.slabs for s in slabs),
-                "live_blocks": len(self.live), "held_blocks": len(self.held), "epoch": self.epoch}
+        """The pool's numbers; with thread caches also theirs (``reserved`` then counts live
+        blocks only, ``cached_bytes`` the blocks waiting in thread caches)."""
+        out = {"name": self.name, "requested": self.requested, "reserved": self.in_use_reserved,
+               "fragmentation": self.fragmentation, "peak": self.peak,
+               "allocations": self.allocations, "reuse_hits": self.reuse_hits,
+               "direct_allocations": self.direct_allocations, "direct_bytes": self.direct_bytes,
+               "slab_bytes": sum(s.nbytes for slabs in self.slabs for s in slabs),
+               "live_blocks": len(self.live), "held_blocks": len(self.held), "epoch": self.epoch}
+        if self.threads is not None:
+            t = self.threads.stats()
+            out["allocations"] += t.pop("thread_allocations")
+            out["reuse_hits"] += t.pop("reused")
+            out.update(t)
+        return out
 
     def __repr__(self) -> str:
         s = self.stats()

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -93,6 +94,21 @@ KINDS = {
                 "arenas: name, kind, chunks, generation, resets, used, padding), blocks (the "
                 "alloc_block fields plus storage), storages (storage, nbytes, dtype, tag, "
                 "allocator, block, refcount, stale), node_records {live, top}",
+    "thread_cache": "a pool's thread cache went to the central free lists under the lock: allocator, "
+                    "thread, action ('refill': blocks taken into the cache; 'flush': blocks given back), "
+                    "size_class, blocks, cached (bytes in that thread's cache now), lock_acquisitions "
+                    "(the pool's count so far); alloc_block and free_block then carry thread and cached too",
+    "fit_alloc": "a best-fit allocator handed out a block: allocator, block, heap, offset, nbytes, size, tag",
+    "fit_free": "a block went back to a best-fit allocator: allocator, block, and the free block it "
+                "is part of after merging with its neighbours: heap, offset, size",
+    "mmap_pages": "a snapshot of which pages of a mapped file are in memory (MappedFile.record_pages): "
+                  "allocator, pages, label, resident (count), first (is page 0 resident), runs (lengths "
+                  "of alternating resident / not-resident runs, starting with page 0's state)",
+    "buddy_alloc": "a buddy allocator handed out a block: allocator, block, heap, offset, order, nbytes, "
+                   "size, tag, splits ([offset, order] of each block split on the way down), heaps, "
+                   "heap_bytes, min_order",
+    "buddy_free": "a block went back to a buddy allocator: allocator, block, merges ([offset, order] of "
+                  "each merged block on the way up)",
     "mark": "a marker put in the trace with tr.mark(label, **fields): label, plus those fields",
     "read": "a tensor's values were read outside an op: tensor, storage, how ('item', 'tolist' or "
             "'numpy'), copy (False: numpy() handed out an array over the bytes themselves, which reads "
@@ -151,12 +167,14 @@ class Trace:
         self._seen_tensors: dict[int, tuple] = {}  # tensor id -> (name, requires_grad, is_leaf, storage) last recorded
         self._previous: Trace | None = None
         self._replay = None  # built on first use by state_at / lifetimes / peak
+        self._lock = threading.Lock()  # a data loader's worker threads emit too
 
     # -- recording -----------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:
         fields["kind"] = kind
-        fields["step"] = len(self.events)
-        self.events.append(fields)
+        with self._lock:  # step numbers stay the positions, whichever thread emits
+            fields["step"] = len(self.events)
+            self.events.append(fields)
 
     def tensor(self, t) -> int:
         """Id of ``t``; record a ``tensor`` event describing it the first time it is seen,

@@ -55,10 +55,10 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 """
 import importlib
 
-_SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
-               "graph_text", "header", "liveness", "palette", "player", "pool", "recompute", "refcounts",
-               "sparse", "timeline", "live_sets", "fixed_point", "conflict_graph", "packing", "plan_bars",
-               "sequence_player")
+_SUBMODULES = ("alias", "arena", "buddy", "conflict_graph", "dot", "events", "figure", "fixed_point", "graph",
+               "graph_collapse", "graph_dot", "graph_state", "graph_text", "header", "live_sets", "liveness",
+               "mapped", "numa", "packing", "palette", "plan_bars", "player", "pool", "recompute", "refcounts",
+               "sequence_player", "sparse", "threads", "timeline")
 _PLAYERS = ("sequence_player", "liveness_player", "packing_player", "instruction_player")
 
 __all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",

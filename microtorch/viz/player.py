@@ -126,7 +126,11 @@ register_panel("graph", "microtorch.viz.graph:render", "microtorch.viz.graph:des
 for _name, _class, _title in (("arena", "ArenaPainter", "Arena occupancy"),
                               ("pool", "PoolPainter", "Pool size classes"),
                               ("refcounts", "RefcountPainter", "Storage refcounts"),
-                              ("liveness", "LivenessPainter", "Storage lifetimes")):
+                              ("liveness", "LivenessPainter", "Storage lifetimes"),
+                              ("buddy", "BuddyPainter", "Buddy tree"),
+                              ("threads", "ThreadPainter", "Thread caches"),
+                              ("mapped", "PagesPainter", "Mapped file pages"),
+                              ("numa", "NumaPainter", "NUMA placement (model)")):
     register_panel(_name, f"microtorch.viz.{_name}:render", f"microtorch.viz.{_name}:describe", _title,
                    f"microtorch.viz.{_name}:{_class}")
 
