@@ -168,17 +168,18 @@ class Tensor:
     @grad.setter
     def grad(self, value: "Tensor | None") -> None:
         if value is not None:
-            if not isinstance(value, Tensor):
+            # a sparse COO gradient (nn.Embedding(sparse=True)) is a tensor too, as in PyTorch
+            if not isinstance(value, Tensor) and not getattr(value, "is_sparse", False):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
                                 f"{type(value).__name__}")
             if value is self:
                 raise RuntimeError("can't assign Variable as its own grad")
-            if value._data.shape != self._data.shape:
+            if value.shape != self._data.shape:
                 raise RuntimeError(f"assigned grad has data of a different size: attempting to assign "
                                    f"a gradient of size '{list(value.shape)}' to a tensor of size "
                                    f"'{list(self.shape)}'. Please ensure that the gradient and the "
                                    "tensor are the same size")
-            if value._data.dtype != self._data.dtype:
+            if value.dtype != self._data.dtype:
                 raise RuntimeError(f"attempting to assign a gradient with dtype "
                                    f"'{dtypes.name(value.dtype)}' to a tensor with dtype "
                                    f"'{dtypes.name(self.dtype)}'. The gradient must match the "
