@@ -25,7 +25,7 @@ afterwards) is an *output*: live to the end. Reads that are not ops (``.item()``
 """
 from __future__ import annotations
 
-from .program import BasicBlock, Buffer, Instruction, Program, _align
+from .instructions import BasicBlock, Buffer, Instruction, align
 
 BOUNDARIES = ("op", "node_run", "grad", "optimizer_step")
 
@@ -42,7 +42,8 @@ def signature(e: dict) -> tuple:
     return ("optimizer_step", e.get("optimizer"))
 
 
-def program_from_trace(trace, alignment: int = 64) -> Program:
+def program_from_trace(trace, alignment: int, cls):
+    """``cls`` (:class:`~microtorch.planning.program.Program`) built from the events of ``trace``."""
     events = trace.events if hasattr(trace, "events") else list(trace)
     buffers: dict[int, Buffer] = {}
     tensors: dict[int, dict] = {}
@@ -57,7 +58,7 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
 
     def external(sid: int, nbytes: int = 0, tag=None) -> None:
         if sid is not None and sid not in buffers:
-            buffers[sid] = Buffer(f"s{sid}", nbytes, _align(nbytes, alignment), "input", None, True,
+            buffers[sid] = Buffer(f"s{sid}", nbytes, align(nbytes, alignment), "input", None, True,
                                   storage=sid, tag=tag)
 
     def add(kind: str, op: str, text: str, defs, uses, event: int, sig: tuple = ()) -> None:
@@ -76,14 +77,13 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
     def flush_grads() -> None:
         for g in pending_grads:
             target = g.get("storage")
-            defs = [target] if target in pending else []
-            if target in pending:
-                pending.remove(target)
             grad_targets.add(target)
             grad_flow.add(g.get("source"))
             name = tensors.get(g.get("tensor"), {}).get("name") or f"tensor {g.get('tensor')}"
-            add("grad", f"grad {g.get('shape')}", f"{name} {g.get('shape')}: .grad += gradient", defs + [target],
+            add("grad", f"grad {g.get('shape')}", f"{name} {g.get('shape')}: .grad += gradient", [target],
                 [g.get("source"), target], g["step"], signature(g))
+            if target in pending:  # a new .grad: this accumulation made it
+                pending.remove(target)
         pending_grads.clear()
 
     for e in events:
@@ -97,7 +97,7 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
             external(e["storage"])
         elif kind == "alloc":
             sid, tag = e["storage"], e.get("tag")
-            buffers[sid] = Buffer(f"s{sid}", e["nbytes"], _align(e["nbytes"], alignment), "temporary", None,
+            buffers[sid] = Buffer(f"s{sid}", e["nbytes"], align(e["nbytes"], alignment), "temporary", None,
                                   tag != "activation", storage=sid, tag=tag, event=e["step"])
             pending.append(sid)
         elif kind == "free":
@@ -152,7 +152,7 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
     used = {n for ins in instructions for n in ins.defs + ins.uses}
     ordered = [b for b in ordered if not b.external or b.name in used]
     outputs = [n for n in outputs if any(b.name == n for b in ordered)]
-    return Program(ordered, instructions, [BasicBlock("step", list(range(len(instructions))))], outputs,
+    return cls(ordered, instructions, [BasicBlock("step", list(range(len(instructions))))], outputs,
                    alignment, source=f"from a trace of {len(events)} events")
 
 
