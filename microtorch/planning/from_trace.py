@@ -49,7 +49,6 @@ def program_from_trace(trace, alignment: int, cls):
     tensors: dict[int, dict] = {}
     instructions: list[Instruction] = []
     saved_by_node: dict = {}
-    node_op: dict = {}
     pending: list[int] = []  # storages allocated since the last instruction
     pending_grads: list[dict] = []  # grad events waiting for the node_run they happened in
     death: dict[int, int] = {}
@@ -113,7 +112,6 @@ def program_from_trace(trace, alignment: int, cls):
                 grad_flow.add(out)
             if e.get("node") is not None:
                 saved_by_node[e["node"]] = list(e.get("saved", ()))
-                node_op[e["node"]] = e["op"]
             names = [tensors.get(t, {}).get("name") or f"t{t}" for t in e.get("inputs", ())]
             add("forward" if e.get("phase") == "forward" else "backward", e["op"],
                 f"{e['op']}({', '.join(names)}) → {e.get('shape')}", defs, ins + list(e.get("saved", ())), e["step"], signature(e))
@@ -146,14 +144,14 @@ def program_from_trace(trace, alignment: int, cls):
         add("tail", "", "allocations after the last op", list(pending), [], len(events) - 1)
         pending.clear()
     _name_kinds(buffers, tensors, grad_targets, param_storages, grad_flow, forward_out, backward_def, instructions)
-    outputs = [b.name for sid, b in buffers.items()
-               if b.external or death.get(sid) is None or death[sid] > last_boundary]
-    ordered = sorted(buffers.values(), key=lambda b: (not b.external, b.storage))
     used = {n for ins in instructions for n in ins.defs + ins.uses}
-    ordered = [b for b in ordered if not b.external or b.name in used]
-    outputs = [n for n in outputs if any(b.name == n for b in ordered)]
+    # external buffers first; the planned ones in allocation order (storage ids count up)
+    ordered = sorted((b for b in buffers.values() if not b.external or b.name in used),
+                     key=lambda b: (not b.external, b.storage))
+    outputs = [b.name for b in ordered  # still live after the last instruction ran
+               if b.external or death.get(b.storage) is None or death[b.storage] > last_boundary]
     return cls(ordered, instructions, [BasicBlock("step", list(range(len(instructions))))], outputs,
-                   alignment, source=f"from a trace of {len(events)} events")
+               alignment, source=f"from a trace of {len(events)} events")
 
 
 def _name_kinds(buffers, tensors, grad_targets, param_storages, grad_flow, forward_out, backward_def,
