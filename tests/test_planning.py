@@ -465,3 +465,17 @@ def test_from_intervals_gives_back_the_intervals(spec):
     prog = Program.from_intervals(intervals)
     iv = prog.intervals()
     assert {n: (iv[n].first, iv[n].last) for n in intervals} == {n: (f, l) for n, (f, l, _) in intervals.items()}
+
+
+def test_views_use_their_base_buffer():
+    w = mt.randn(6, 4, requires_grad=True)
+    x = mt.randn(5, 6)
+    with mt.trace() as tr, mt.memory.step_arena():
+        h = x @ w                 # a new buffer
+        t = h.transpose(0, 1)     # a view of it: no new buffer
+        loss = (t * t).sum()
+        loss.backward()
+    prog = Program.from_trace(tr)
+    ops = {ins.op: ins for ins in prog.instructions if ins.kind == "forward"}
+    assert ops["Transpose"].defs == () and ops["Transpose"].uses == ops["Matmul"].defs
+    assert ops["Mul"].uses == ops["Matmul"].defs  # t * t reads h's bytes

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import random
 
+from .. import memory, planning
+from ..planning import liveness, planners, program
 from .checking import _call, _fail
 
 
@@ -21,9 +23,6 @@ from .checking import _call, _fail
 # ----------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _engine_blocked(what: str):
-    from .. import memory, planning
-    from ..planning import liveness, planners, program
-
     def refuse(*_, **__):
         raise AssertionError(f"write this yourself: the engine's {what} is switched off while the checker "
                              "runs your function.")

@@ -25,7 +25,7 @@ afterwards) is an *output*: live to the end. Reads that are not ops (``.item()``
 """
 from __future__ import annotations
 
-from .program import BasicBlock, Buffer, Instruction, Program, _align
+from .instructions import BasicBlock, Buffer, Instruction, align
 
 BOUNDARIES = ("op", "node_run", "grad", "optimizer_step")
 
@@ -42,13 +42,13 @@ def signature(e: dict) -> tuple:
     return ("optimizer_step", e.get("optimizer"))
 
 
-def program_from_trace(trace, alignment: int = 64) -> Program:
+def program_from_trace(trace, alignment: int, cls):
+    """``cls`` (:class:`~microtorch.planning.program.Program`) built from the events of ``trace``."""
     events = trace.events if hasattr(trace, "events") else list(trace)
     buffers: dict[int, Buffer] = {}
     tensors: dict[int, dict] = {}
     instructions: list[Instruction] = []
     saved_by_node: dict = {}
-    node_op: dict = {}
     pending: list[int] = []  # storages allocated since the last instruction
     pending_grads: list[dict] = []  # grad events waiting for the node_run they happened in
     death: dict[int, int] = {}
@@ -57,7 +57,7 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
 
     def external(sid: int, nbytes: int = 0, tag=None) -> None:
         if sid is not None and sid not in buffers:
-            buffers[sid] = Buffer(f"s{sid}", nbytes, _align(nbytes, alignment), "input", None, True,
+            buffers[sid] = Buffer(f"s{sid}", nbytes, align(nbytes, alignment), "input", None, True,
                                   storage=sid, tag=tag)
 
     def add(kind: str, op: str, text: str, defs, uses, event: int, sig: tuple = ()) -> None:
@@ -76,14 +76,13 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
     def flush_grads() -> None:
         for g in pending_grads:
             target = g.get("storage")
-            defs = [target] if target in pending else []
-            if target in pending:
-                pending.remove(target)
             grad_targets.add(target)
             grad_flow.add(g.get("source"))
             name = tensors.get(g.get("tensor"), {}).get("name") or f"tensor {g.get('tensor')}"
-            add("grad", f"grad {g.get('shape')}", f"{name} {g.get('shape')}: .grad += gradient", defs + [target],
+            add("grad", f"grad {g.get('shape')}", f"{name} {g.get('shape')}: .grad += gradient", [target],
                 [g.get("source"), target], g["step"], signature(g))
+            if target in pending:  # a new .grad: this accumulation made it
+                pending.remove(target)
         pending_grads.clear()
 
     for e in events:
@@ -97,7 +96,7 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
             external(e["storage"])
         elif kind == "alloc":
             sid, tag = e["storage"], e.get("tag")
-            buffers[sid] = Buffer(f"s{sid}", e["nbytes"], _align(e["nbytes"], alignment), "temporary", None,
+            buffers[sid] = Buffer(f"s{sid}", e["nbytes"], align(e["nbytes"], alignment), "temporary", None,
                                   tag != "activation", storage=sid, tag=tag, event=e["step"])
             pending.append(sid)
         elif kind == "free":
@@ -113,7 +112,6 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
                 grad_flow.add(out)
             if e.get("node") is not None:
                 saved_by_node[e["node"]] = list(e.get("saved", ()))
-                node_op[e["node"]] = e["op"]
             names = [tensors.get(t, {}).get("name") or f"t{t}" for t in e.get("inputs", ())]
             add("forward" if e.get("phase") == "forward" else "backward", e["op"],
                 f"{e['op']}({', '.join(names)}) → {e.get('shape')}", defs, ins + list(e.get("saved", ())), e["step"], signature(e))
@@ -146,14 +144,14 @@ def program_from_trace(trace, alignment: int = 64) -> Program:
         add("tail", "", "allocations after the last op", list(pending), [], len(events) - 1)
         pending.clear()
     _name_kinds(buffers, tensors, grad_targets, param_storages, grad_flow, forward_out, backward_def, instructions)
-    outputs = [b.name for sid, b in buffers.items()
-               if b.external or death.get(sid) is None or death[sid] > last_boundary]
-    ordered = sorted(buffers.values(), key=lambda b: (not b.external, b.storage))
     used = {n for ins in instructions for n in ins.defs + ins.uses}
-    ordered = [b for b in ordered if not b.external or b.name in used]
-    outputs = [n for n in outputs if any(b.name == n for b in ordered)]
-    return Program(ordered, instructions, [BasicBlock("step", list(range(len(instructions))))], outputs,
-                   alignment, source=f"from a trace of {len(events)} events")
+    # external buffers first; the planned ones in allocation order (storage ids count up)
+    ordered = sorted((b for b in buffers.values() if not b.external or b.name in used),
+                     key=lambda b: (not b.external, b.storage))
+    outputs = [b.name for b in ordered  # still live after the last instruction ran
+               if b.external or death.get(b.storage) is None or death[b.storage] > last_boundary]
+    return cls(ordered, instructions, [BasicBlock("step", list(range(len(instructions))))], outputs,
+               alignment, source=f"from a trace of {len(events)} events")
 
 
 def _name_kinds(buffers, tensors, grad_targets, param_storages, grad_flow, forward_out, backward_def,

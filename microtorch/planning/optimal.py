@@ -23,14 +23,13 @@ from .plan import Plan
 MAX_BUFFERS = 40
 
 
-def optimal(program, time_limit: float = 10.0, max_buffers: int = MAX_BUFFERS, workers: int = 1) -> Plan:
+def optimal(program, start: Plan, time_limit: float = 10.0, max_buffers: int = MAX_BUFFERS, workers: int = 1) -> Plan:
+    """The least arena for ``program``; ``start``: the best heuristic plan (the bound ``U``, and the hint)."""
     try:
         from ortools.sat.python import cp_model
     except ImportError:
         raise ImportError("strategy='optimal' needs OR-Tools (the CP-SAT solver): "
                           "pip install 'microtorch[planning]'  (or: pip install ortools)") from None
-    from .planners import by_first_definition, by_size, coloring, place
-
     planned = program.planned
     if len(planned) > max_buffers:
         raise ValueError(f"strategy='optimal' is for small programs: this one plans {len(planned)} buffers, "
@@ -38,10 +37,6 @@ def optimal(program, time_limit: float = 10.0, max_buffers: int = MAX_BUFFERS, w
                          "'greedy_by_size', or pass max_buffers=... and a time_limit to try anyway.")
     a = program.alignment
     g = program.conflict_graph()
-    heuristics = [place(program, by_first_definition(program), "lowest", "first_fit"),
-                  place(program, by_first_definition(program), "tightest", "best_fit"),
-                  place(program, by_size(program), "lowest", "greedy_by_size"), coloring(program)]
-    start = min(heuristics, key=lambda p: p.arena_bytes)  # the solver starts from the best of them
     upper = max(start.arena_bytes // a, 1)
     lower = program.lower_bound() // a
     size = {x: g.sizes[x] // a for x in planned}

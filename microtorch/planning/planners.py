@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .optimal import optimal
 from .plan import Plan
 
 STRATEGIES = ("naive", "first_fit", "best_fit", "greedy_by_size", "coloring", "optimal")
@@ -51,9 +52,10 @@ def plan(program, strategy: str = "greedy_by_size", **options) -> Plan:
     elif strategy == "coloring":
         p = coloring(program)
     elif strategy == "optimal":
-        from .optimal import optimal
-
-        p = optimal(program, **options)
+        heuristics = [place(program, by_first_definition(program), "lowest", "first_fit"),
+                      place(program, by_first_definition(program), "tightest", "best_fit"),
+                      place(program, by_size(program), "lowest", "greedy_by_size"), coloring(program)]
+        p = optimal(program, min(heuristics, key=lambda h: h.arena_bytes), **options)
     else:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if options and strategy != "optimal":

@@ -4,14 +4,10 @@ A memory planner does not look at tensors or numpy arrays: it looks at a *progra
 ordered list of instructions, each defining some buffers (writing them) and using some
 (reading them), and each buffer's size. That is all liveness analysis needs.
 
-* :class:`Buffer`: a name, its size in bytes (``nbytes``), the slot it takes once rounded
-  up to the alignment (``size``), its kind (``parameter``, ``input``, ``activation``,
-  ``gradient``, ``temporary``), the instruction that produced it, and whether the plan
-  places it (``external`` buffers — parameters, inputs, ``.grad`` — live in the pool
-  across steps; the plan places what one step allocates).
-* :class:`Instruction`: ``defs`` and ``uses`` (buffer names), a text, its block.
-* :class:`BasicBlock`: a run of instructions with no branch inside, and the blocks control
-  may go to next (``successors``): a branch has two, a loop has an edge back.
+* buffers (:class:`~microtorch.planning.instructions.Buffer`: size, kind, producer, whether
+  the plan places it), instructions (``defs`` and ``uses``) and basic blocks (a straight
+  run of instructions and the blocks control may go to next: a branch has two, a loop an
+  edge back) — the records of :mod:`microtorch.planning.instructions`.
 
 Programs come from a recorded training step (:meth:`Program.from_trace`, see
 :mod:`microtorch.planning.from_trace`) or are written by hand::
@@ -29,56 +25,10 @@ name assigned somewhere or given a size; one used before any definition is an in
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-
-#: the kinds of buffer a program distinguishes
-BUFFER_KINDS = ("parameter", "input", "activation", "gradient", "temporary")
-
-
-@dataclass
-class Buffer:
-    """One buffer of a program (for a trace: one storage; views share their base's buffer)."""
-    name: str
-    nbytes: int
-    size: int  # nbytes rounded up to the program's alignment: the slot a plan gives it
-    kind: str = "temporary"
-    producer: int | None = None  # the instruction that first defines it (None: live on entry)
-    external: bool = False  # True: lives outside the plan (the pool), not placed
-    label: str = ""  # how pictures name it
-    storage: int | None = None  # the storage id, for a program read from a trace
-    tag: str | None = None  # the storage's allocation tag
-    event: int | None = None  # the trace event that allocated it
-
-    def __post_init__(self):
-        self.label = self.label or self.name
-
-
-@dataclass
-class Instruction:
-    """One instruction: what it reads (``uses``) and writes (``defs``)."""
-    index: int
-    text: str
-    defs: tuple[str, ...]
-    uses: tuple[str, ...]
-    block: str = "entry"
-    kind: str = "stmt"  # "forward", "backward", "grad", "optimizer" for a trace; "stmt" by hand
-    op: str = ""  # the op (or node, or optimizer) name, for a trace
-    event: int | None = None  # the trace event that closes it
-    signature: tuple = ()  # what that event must look like when the step runs again
-
-    def __str__(self) -> str:
-        return f"[{self.index}] {self.text}"
-
-
-@dataclass
-class BasicBlock:
-    """A straight run of instructions (indices into the program) and where control goes next."""
-    name: str
-    instructions: list[int]
-    successors: list[str] = field(default_factory=list)
+from .conflicts import conflict_graph, intervals, lower_bound, segments
+from .from_trace import program_from_trace
+from .instructions import NAME, BasicBlock, Buffer, Instruction, align, split, text_of
+from .liveness import solve
 
 
 class Program:
@@ -132,7 +82,7 @@ class Program:
                 raise TypeError(f"block {name!r} must be (statements, successors), got {body!r}") from None
             if isinstance(statements, str):
                 raise TypeError(f"block {name!r}: statements must be a list of strings, got one string")
-            parsed.append((name, [_split(s) for s in statements], list(successors)))
+            parsed.append((name, [split(s) for s in statements], list(successors)))
         names = set(sizes)
         for _, stmts, _ in parsed:
             for lhs, _, _ in stmts:
@@ -142,7 +92,7 @@ class Program:
         for bname, stmts, succ in parsed:
             idx = []
             for lhs, rhs, text in stmts:
-                uses = tuple(dict.fromkeys(n for n in _NAME.findall(rhs) if n in names))
+                uses = tuple(dict.fromkeys(n for n in NAME.findall(rhs) if n in names))
                 for n in uses + lhs:
                     if n not in order:
                         order.append(n)
@@ -159,7 +109,7 @@ class Program:
             nbytes = int(sizes.get(n, default_size))
             if nbytes < 0:
                 raise ValueError(f"buffer {n!r} has a negative size ({nbytes})")
-            buffers.append(Buffer(n, nbytes, _align(nbytes, alignment),
+            buffers.append(Buffer(n, nbytes, align(nbytes, alignment),
                                   "temporary" if n in producer else "input", producer.get(n)))
         return cls(buffers, instructions, bblocks, outputs, alignment)
 
@@ -190,17 +140,15 @@ class Program:
             defs[int(first)].append(name)
             if int(last) > int(first):  # (read where it is written, it would be live before it)
                 uses[int(last)].append(name)
-        instructions = [Instruction(i, _text(defs[i], uses[i]), tuple(defs[i]), tuple(uses[i])) for i in range(n)]
-        buffers = [Buffer(name, int(nb), _align(int(nb), alignment), "temporary", int(first))
+        instructions = [Instruction(i, text_of(defs[i], uses[i]), tuple(defs[i]), tuple(uses[i])) for i in range(n)]
+        buffers = [Buffer(name, int(nb), align(int(nb), alignment), "temporary", int(first))
                    for name, (first, _, nb) in intervals.items()]
         return cls(buffers, instructions, [BasicBlock("entry", list(range(n)))], (), alignment)
 
     @classmethod
     def from_trace(cls, trace, alignment: int = 64) -> "Program":
         """The straight-line program of one recorded step; see :mod:`microtorch.planning.from_trace`."""
-        from .from_trace import program_from_trace
-
-        return program_from_trace(trace, alignment)
+        return program_from_trace(trace, alignment, cls)
 
     # -- reading -----------------------------------------------------------------------------------
     @property
@@ -242,8 +190,6 @@ class Program:
         """Use/def and live-in/live-out per instruction and per block, solved to a fixed point:
         a :class:`~microtorch.planning.liveness.Liveness`."""
         if self._liveness is None:
-            from .liveness import solve
-
             self._liveness = solve(self)
         return self._liveness
 
@@ -251,8 +197,6 @@ class Program:
         """``{buffer: Interval(first, last)}``: from its first definition to its last use
         (instruction indices), for every buffer; see :mod:`microtorch.planning.conflicts`."""
         if self._intervals is None:
-            from .conflicts import intervals
-
             self._intervals = intervals(self)
         return self._intervals
 
@@ -260,42 +204,17 @@ class Program:
         """``{buffer: [(first, last), ...]}``: the runs of instructions each buffer occupies
         (its live ranges; one run in straight-line code unless it is written again after dying)."""
         if self._segments is None:
-            from .conflicts import segments
-
             self._segments = segments(self)
         return self._segments
 
     def lower_bound(self, where: bool = False):
         """The largest sum of slot sizes of planned buffers live at one instruction: no plan
         can use fewer bytes (``where=True``: ``(bytes, the instruction where it is reached)``)."""
-        from .conflicts import lower_bound
-
         return lower_bound(self, where)
 
     def conflict_graph(self):
         """An edge between every two planned buffers live at the same instruction:
         a :class:`~microtorch.planning.conflicts.ConflictGraph`."""
-        from .conflicts import conflict_graph
-
         return conflict_graph(self)
 
 
-def _align(n: int, alignment: int) -> int:
-    return (n + alignment - 1) & ~(alignment - 1)
-
-
-def _split(statement) -> tuple[tuple[str, ...], str, str]:
-    """``"a, b = f(x)"`` → ``(("a", "b"), "f(x)", text)``; no ``=`` → nothing defined."""
-    if not isinstance(statement, str):
-        raise TypeError(f"a statement is a string like 'c = a + b', got {statement!r}")
-    text = statement.strip()
-    m = re.match(r"^\s*([A-Za-z_][A-Za-z_0-9]*(?:\s*,\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*=(?!=)(.*)$", text)
-    if m is None:
-        return (), text, text
-    return tuple(n.strip() for n in m.group(1).split(",")), m.group(2), text
-
-
-def _text(defs, uses) -> str:
-    left = ", ".join(defs)
-    right = f"use({', '.join(uses)})" if uses else "new()"
-    return f"{left} = {right}" if left else right

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 
-from .program import BasicBlock, Buffer, Instruction, Program, _align
+from .instructions import BasicBlock, Buffer, Instruction, align
+from .program import Program
 
 
 def random_program(n: int, seed: int = 0, fan_in: int = 2, reach: int = 6, sizes=(64, 128, 256, 512, 1024, 4096),
@@ -26,7 +27,7 @@ def random_program(n: int, seed: int = 0, fan_in: int = 2, reach: int = 6, sizes
             if rng.random() < skip:
                 uses.add(rng.randrange(0, i))
         nbytes = rng.choice(sizes) * rng.choice((1, 1, 1, 2, 3))
-        buffers.append(Buffer(f"b{i}", nbytes, _align(nbytes, alignment), "activation", i))
+        buffers.append(Buffer(f"b{i}", nbytes, align(nbytes, alignment), "activation", i))
         names = tuple(f"b{u}" for u in sorted(uses))
         instructions.append(Instruction(i, f"b{i} = op({', '.join(names)})", (f"b{i}",), names))
     outputs = [f"b{n - 1}"]

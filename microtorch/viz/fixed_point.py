@@ -76,7 +76,7 @@ def render(program, k: int = -1) -> GraphPicture:
     f = fixed_point_facts(program, k)
     lv = program.liveness()
     lines = ["digraph cfg {", '  rankdir=TB; node [shape=plaintext, fontname="Helvetica", fontsize=10];',
-             '  edge [color="#555555"];',
+             '  edge [color="#555555", fontname="Helvetica", fontsize=9];',
              f'  labelloc=t; fontname="Helvetica"; fontsize=12; label=<<B>Liveness by iteration: pass '
              f'{f.iteration} of {f.iterations}, update {f.k + 1} of {f.n_updates}</B><BR/>'
              f'{"the last pass changes nothing: fixed point" if f.iteration == f.iterations else "live_in[b] = use[b] ∪ (live_out[b] − def[b]),  live_out[b] = ∪ live_in[s]"}>;']

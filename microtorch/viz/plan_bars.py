@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..planning import STRATEGIES, plan
 from . import palette
 from .figure import DEFAULT_WIDTH, byte_ticks, new_figure
 
@@ -20,8 +21,6 @@ LOWER = "lower bound"
 
 def measure(program, measured: dict | None = None, strategies=None) -> dict:
     """``{name: bytes}``: each strategy's ``arena_bytes``, the lower bound, and ``measured``."""
-    from ..planning import STRATEGIES, plan
-
     out = {}
     for s in strategies or STRATEGIES:
         if s == "optimal" and len(program.planned) > 40:
@@ -44,8 +43,6 @@ class BarsFacts:
 def bars_facts(numbers: dict) -> BarsFacts:
     if LOWER not in numbers:
         raise ValueError(f"the numbers need a {LOWER!r} entry (use plan_bars.measure(program))")
-    from ..planning import STRATEGIES
-
     lb = numbers[LOWER]
     bars = []
     for name, v in numbers.items():
