@@ -340,3 +340,25 @@ def test_module_zero_grad_to_and_clipping_with_a_sparse_gradient():
         mt.nn.utils.clip_grad_norm_(emb.parameters(), 1.0)
     with pytest.raises(RuntimeError, match="Adam does not support sparse gradients"):
         mt.optim.AdamW(emb.parameters()).step()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 29), min_size=0, max_size=12), min_size=1, max_size=6),
+       st.sampled_from([None, 0.1, 0.3, 0.9]), st.integers(1, 40), st.integers(0, 2 ** 31))
+def test_any_sequence_of_accumulations_equals_the_dense_sum(batches, threshold, limit, seed):
+    """Whatever merging, coalescing and densifying did, .grad holds the sum of the gradients."""
+    rng = np.random.default_rng(seed)
+    emb = mt.nn.Embedding(30, 3, sparse=True, dtype=mt.float64)
+    want = np.zeros((30, 3))
+    with mt.sparse.gradient_options(densify_threshold=threshold, coalesce_limit=limit):
+        for ids in batches:
+            G = rng.standard_normal((len(ids), 3))
+            emb(mt.tensor(np.array(ids, dtype=np.int64))).backward(mt.tensor(G))
+            np.add.at(want, np.array(ids, dtype=np.int64), G)
+    g = emb.weight.grad
+    got = g.to_dense().numpy() if g.is_sparse else g.numpy()
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    if threshold is None:
+        assert g.is_sparse
+    elif g.is_sparse and g.is_coalesced():
+        assert g._nnz() <= threshold * 30 or len(batches) == 1
