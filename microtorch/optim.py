@@ -387,8 +387,8 @@ def _add_rows(p: np.ndarray, rows: np.ndarray, values: np.ndarray, scale: float,
     k = np.arange(rows.size)
     marks[rows] = k
     last = marks[rows] == k
-    if last.all():
-        p[rows] += values * scale
+    if last.all():  # no repeats (the usual case for a large table)
+        p[rows] += np.multiply(values, scale, dtype=p.dtype)
         return
     p[rows[last]] += values[last] * scale
     repeats = ~last
