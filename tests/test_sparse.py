@@ -362,3 +362,29 @@ def test_any_sequence_of_accumulations_equals_the_dense_sum(batches, threshold, 
         assert g.is_sparse
     elif g.is_sparse and g.is_coalesced():
         assert g._nnz() <= threshold * 30 or len(batches) == 1
+
+
+@pytest.mark.parametrize("sparse_first", [True, False])
+def test_a_tied_weight_with_a_sparse_and_a_dense_gradient_sums_both(sparse_first):
+    """The table is looked up (sparse gradient) and used densely (x @ Wᵀ), in either order."""
+    rng = np.random.default_rng(6)
+    W0 = rng.standard_normal((8, 3))
+    x = mt.tensor(rng.standard_normal((2, 3)))
+    ids = mt.tensor([1, 5, 5])
+    results = []
+    for sparse in (True, False):
+        emb = mt.nn.Embedding(8, 3, sparse=sparse, dtype=mt.float64)
+        emb.weight.data.copy_(mt.tensor(W0))
+        mt.optim.SGD(emb.parameters(), lr=0.1)  # the weight now lives in a flat buffer (a grad home)
+        looked_up = emb(ids).sum()
+        dense_use = (x @ emb.weight.T).sum()
+        loss = looked_up * 2 + dense_use if sparse_first else dense_use + looked_up * 2
+        mt.sparse.reset_stats()
+        loss.backward()
+        g = emb.weight.grad
+        assert not g.is_sparse  # a dense gradient met a sparse one: densified
+        if sparse:  # each order takes its own path: sparse into dense, or dense into sparse
+            s = mt.sparse.stats()
+            assert (s["dense_adds"], s["densifications"]) == ((1, 0) if sparse_first else (0, 1))
+        results.append(g.numpy().copy())
+    np.testing.assert_allclose(results[0], results[1], atol=1e-12)
