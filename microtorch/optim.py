@@ -417,7 +417,9 @@ class SparseAdam(Optimizer):
     with t the parameter's step count (every step it had a gradient). It is an
     approximation of Adam: dense Adam would also decay m and v of the untouched rows
     (their gradient is 0) and still move those rows by their momentum. Dense gradients
-    are refused, as in PyTorch.
+    are refused, as in PyTorch — including one that microtorch's density threshold made
+    dense while accumulating many backward calls (see :mod:`microtorch.sparse.gradient`;
+    ``mt.sparse.options.densify_threshold = None`` keeps gradients sparse, as PyTorch does).
     """
 
     state_names = ("exp_avg", "exp_avg_sq")
@@ -471,8 +473,8 @@ def _add_rows(p: np.ndarray, rows: np.ndarray, values: np.ndarray, scale: float,
     k = np.arange(rows.size)
     marks[rows] = k
     last = marks[rows] == k
-    if last.all():
-        p[rows] += values * scale
+    if last.all():  # no repeats (the usual case for a large table)
+        p[rows] += np.multiply(values, scale, dtype=p.dtype)
         return
     p[rows[last]] += values[last] * scale
     repeats = ~last

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import microtorch as mt
-from microtorch.exercises.sparse import WriteItYourself
 
 
 # -- correct answers (the notebook's reference solutions, written differently) -----------------
@@ -53,12 +52,18 @@ def test_engine_functions_are_blocked_while_checking():
         (mt.sparse_coo_tensor(np.stack([rows, cols]), v, (G.shape[0], D.shape[0])) @ d).backward(mt.tensor(G))
         return v.grad.numpy(), d.grad.numpy()
 
-    with pytest.raises(AssertionError, match="yourself"):
+    with pytest.raises(AssertionError, match="write the backward of sparse × dense yourself"):
         mt.exercises.check_spmm_backward(via_autograd)
+
+    def via_coalesce(indices, values, shape):
+        c = mt.sparse_coo_tensor(indices, values, shape).coalesce()
+        return c.indices().numpy(), c.values().numpy()
+
+    with pytest.raises(AssertionError, match="write coalescing yourself"):
+        mt.exercises.check_coalesce(via_coalesce)
     # and the engine works again afterwards
     S = mt.sparse_coo_tensor([[0, 0], [1, 1]], [1., 2.], (1, 2))
     assert S.coalesce().values().tolist() == [3.0]
-    assert WriteItYourself.__doc__
 
 
 # -- typical wrong answers: each caught, with the words that point at the mistake --------------

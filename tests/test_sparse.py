@@ -340,3 +340,51 @@ def test_module_zero_grad_to_and_clipping_with_a_sparse_gradient():
         mt.nn.utils.clip_grad_norm_(emb.parameters(), 1.0)
     with pytest.raises(RuntimeError, match="Adam does not support sparse gradients"):
         mt.optim.AdamW(emb.parameters()).step()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 29), min_size=0, max_size=12), min_size=1, max_size=6),
+       st.sampled_from([None, 0.1, 0.3, 0.9]), st.integers(1, 40), st.integers(0, 2 ** 31))
+def test_any_sequence_of_accumulations_equals_the_dense_sum(batches, threshold, limit, seed):
+    """Whatever merging, coalescing and densifying did, .grad holds the sum of the gradients."""
+    rng = np.random.default_rng(seed)
+    emb = mt.nn.Embedding(30, 3, sparse=True, dtype=mt.float64)
+    want = np.zeros((30, 3))
+    with mt.sparse.gradient_options(densify_threshold=threshold, coalesce_limit=limit):
+        for ids in batches:
+            G = rng.standard_normal((len(ids), 3))
+            emb(mt.tensor(np.array(ids, dtype=np.int64))).backward(mt.tensor(G))
+            np.add.at(want, np.array(ids, dtype=np.int64), G)
+    g = emb.weight.grad
+    got = g.to_dense().numpy() if g.is_sparse else g.numpy()
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    if threshold is None:
+        assert g.is_sparse
+    elif g.is_sparse and g.is_coalesced():
+        assert g._nnz() <= threshold * 30 or len(batches) == 1
+
+
+@pytest.mark.parametrize("sparse_first", [True, False])
+def test_a_tied_weight_with_a_sparse_and_a_dense_gradient_sums_both(sparse_first):
+    """The table is looked up (sparse gradient) and used densely (x @ Wᵀ), in either order."""
+    rng = np.random.default_rng(6)
+    W0 = rng.standard_normal((8, 3))
+    x = mt.tensor(rng.standard_normal((2, 3)))
+    ids = mt.tensor([1, 5, 5])
+    results = []
+    for sparse in (True, False):
+        emb = mt.nn.Embedding(8, 3, sparse=sparse, dtype=mt.float64)
+        emb.weight.data.copy_(mt.tensor(W0))
+        mt.optim.SGD(emb.parameters(), lr=0.1)  # the weight now lives in a flat buffer (a grad home)
+        looked_up = emb(ids).sum()
+        dense_use = (x @ emb.weight.T).sum()
+        loss = looked_up * 2 + dense_use if sparse_first else dense_use + looked_up * 2
+        mt.sparse.reset_stats()
+        loss.backward()
+        g = emb.weight.grad
+        assert not g.is_sparse  # a dense gradient met a sparse one: densified
+        if sparse:  # each order takes its own path: sparse into dense, or dense into sparse
+            s = mt.sparse.stats()
+            assert (s["dense_adds"], s["densifications"]) == ((1, 0) if sparse_first else (0, 1))
+        results.append(g.numpy().copy())
+    np.testing.assert_allclose(results[0], results[1], atol=1e-12)

@@ -96,3 +96,28 @@ def test_empty_log_is_explained():
         pass
     with pytest.raises(ValueError, match="empty"):
         vs.render_rows(log)
+
+
+def test_the_pool_picture_shows_sparse_gradient_buffers_reused_across_steps():
+    emb = mt.nn.Embedding(2000, 8, sparse=True)
+    opt = mt.optim.SGD(emb.parameters(), lr=0.1)
+    ids = mt.tensor(np.arange(100) * 13 % 2000)
+
+    def step():
+        opt.zero_grad()
+        emb(ids).sum().backward()
+        opt.step()
+
+    step()
+    with mt.trace() as tr:
+        step()
+        step()
+    facts = mt.viz.pool.pool_facts(tr, None, pools=["sparse grad pool"])
+    (pool,) = facts.pools
+    by_size = {row.size: row for row in pool.rows}
+    values_class = mt.sparse.gradient_pool().classes[mt.sparse.gradient_pool().size_class(100 * 8 * 4)]
+    assert by_size[values_class].in_use >= 1  # this step's values buffer, in the class freed last step
+    reused = [e for e in tr.filter("alloc_block") if e["allocator"] == "sparse grad pool"]
+    assert len(reused) == 4 and all(e["reused"] for e in reused)  # indices + values, two steps
+    text = mt.viz.pool.describe(tr, None, pools=["sparse grad pool"])
+    assert "sparse grad pool" in text

@@ -12,7 +12,7 @@ import contextlib
 
 import numpy as np
 
-from .checking import _call, _fail, _passed
+from .checking import _call, _fail
 
 
 class WriteItYourself(RuntimeError):
@@ -42,6 +42,10 @@ def _blocked(what: str):
     finally:
         for obj, name, value in saved:
             setattr(obj, name, value)
+
+
+def _passed(name: str, n: int) -> None:
+    print(f"✓ {name}: all {n} cases agree with the reference (fixed and hidden random cases).")
 
 
 def _arrays(got, n: int, where: str, names: str):

@@ -200,7 +200,7 @@ class SparseTensor:
 
     def _repr_tail(self) -> str:
         extras = [f"size={self._shape}", f"nnz={self._nnz()}",
-                  f"layout=torch.{self.layout}"]
+                  f"layout={self.layout}"]
         if self.dtype != dtypes.float32:
             extras.append(f"dtype={dtypes.name(self.dtype)}")
         if self.grad_fn is not None:

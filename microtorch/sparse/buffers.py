@@ -17,10 +17,13 @@ Inside ``mt.memory.use_heap()`` both are plain numpy arrays, as for every tensor
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..memory import placement
 from ..memory.pool import Pool
+from ..memory.storage import Storage
 from ..tensor import Tensor
 
 _gradient_pool = Pool(name="sparse grad pool")
@@ -36,17 +39,12 @@ def array_tensor(array: np.ndarray) -> Tensor:
     return Tensor._wrap(np.ascontiguousarray(array), tag="tensor")
 
 
-def gradient_tensor(array: np.ndarray) -> Tensor:
-    """A tensor over a copy of ``array`` in the sparse gradient pool."""
-    if placement.allocator_for("gradient") is None:  # use_heap(): plain numpy
-        return Tensor._wrap(np.ascontiguousarray(array), tag="gradient")
-    with placement.use_pool(_gradient_pool):
-        return Tensor._wrap(np.ascontiguousarray(array), tag="gradient")
-
-
 def empty_gradient(shape: tuple[int, ...], dtype) -> Tensor:
     """An uninitialised tensor in the sparse gradient pool (filled with ``out=``)."""
+    dtype = np.dtype(dtype)
     if placement.allocator_for("gradient") is None:
-        return Tensor._empty(shape, np.dtype(dtype), "gradient")
-    with placement.use_pool(_gradient_pool):
-        return Tensor._empty(shape, np.dtype(dtype), "gradient")
+        return Tensor._empty(shape, dtype, "gradient")
+    count = math.prod(shape)
+    block = _gradient_pool.alloc(count * dtype.itemsize, "gradient")
+    storage = Storage(np.frombuffer(block.memory, dtype, count), block, "gradient")
+    return Tensor._over(storage.data.reshape(shape), storage)

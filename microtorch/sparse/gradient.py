@@ -29,7 +29,6 @@ with ``mt.sparse.options.densify_threshold = 0.1`` or for a block with
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,12 +38,18 @@ from .buffers import empty_gradient
 from .coo import SparseCOOTensor, coalesce_plan, sum_duplicates
 
 
-@dataclass
 class GradientOptions:
     """When an accumulated sparse gradient is coalesced and when it is densified."""
 
-    densify_threshold: float | None = 0.5  # fraction of rows touched past which .grad becomes dense
-    coalesce_limit: int = 65_536  # stored entries past which a merged gradient is coalesced
+    __slots__ = ("densify_threshold", "coalesce_limit")
+
+    def __init__(self, densify_threshold: float | None = 0.5, coalesce_limit: int = 65_536):
+        self.densify_threshold = densify_threshold  # fraction of rows touched past which .grad becomes dense
+        self.coalesce_limit = coalesce_limit  # stored entries past which a merged gradient is coalesced
+
+    def __repr__(self) -> str:
+        return (f"GradientOptions(densify_threshold={self.densify_threshold}, "
+                f"coalesce_limit={self.coalesce_limit})")
 
 
 options = GradientOptions()
@@ -53,10 +58,10 @@ options = GradientOptions()
 @contextlib.contextmanager
 def gradient_options(**changes):
     """``with mt.sparse.gradient_options(densify_threshold=0.1):`` — other settings inside the block."""
-    unknown = set(changes) - set(GradientOptions.__dataclass_fields__)
+    unknown = set(changes) - set(GradientOptions.__slots__)
     if unknown:
         raise TypeError(f"gradient_options: unknown option(s) {sorted(unknown)}; the options are "
-                        f"{sorted(GradientOptions.__dataclass_fields__)}")
+                        f"{sorted(GradientOptions.__slots__)}")
     before = {k: getattr(options, k) for k in changes}
     for k, v in changes.items():
         setattr(options, k, v)
