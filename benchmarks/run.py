@@ -80,7 +80,16 @@ def machine_info() -> dict:
         "cpu_count": os.cpu_count(),
         "cpus_usable": affinity,
         "torch_threads": TORCH_THREADS,
+        "load_average": _load_average(),  # at the start; a shared machine's other work shows here
     }
+
+
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the system does not say)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def _git(*args) -> str | None:
@@ -119,6 +128,10 @@ def print_header(info: dict, quick: bool) -> None:
     dirty = " + uncommitted changes in microtorch/" if info["microtorch_dirty"] else ""
     print(f"  microtorch @ {info['microtorch_commit'] or '?'}{dirty}")
     print(f"  {info['cpu']}, {info['cpu_count']} CPUs ({info['cpus_usable']} usable), {info['platform']}")
+    if info["load_average"] is not None:
+        print(f"  load average {' / '.join(map(str, info['load_average']))} (1 / 5 / 15 min)"
+              + (": the machine is busy, times are inflated" if info["load_average"][0] > (info["cpu_count"] or 1)
+                 else ""))
     print(f"  method: {METHOD['timing']}; k = {METHOD['repeats']['quick' if quick else 'full']}")
     print("  times in µs per iteration: median ±IQR/2")
     print(f"  {METHOD['gc']}")
@@ -198,6 +211,7 @@ def main(argv=None) -> int:
             rows.append(Row(name, f"{name} (group)", error=f"{type(e).__name__}: {e}"))
         print(f"  ran {name} in {time.perf_counter() - t0:.1f} s", flush=True)
     elapsed = time.perf_counter() - started
+    info["load_average_end"] = _load_average()
 
     print()
     print(format_table(rows))

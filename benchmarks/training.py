@@ -164,11 +164,12 @@ def _state_dict(layers, wrap):
     return {"0.weight": wrap(w1), "0.bias": wrap(b1), "2.weight": wrap(w2), "2.bias": wrap(b2)}
 
 
-def _module_step(lib, cross_entropy, momentum: float, data, marks: list | None = None):
+def _module_step(lib, cross_entropy, momentum: float, data, marks: list | None = None,
+                 clock=time.perf_counter):
     """The step with ``lib``'s modules and optimizer: microtorch and PyTorch share the code
     (the same names do the same thing), so the two are timed on exactly the same loop.
-    With ``marks`` (a list), each step appends the clock after zero_grad, forward, backward
-    and the optimizer step (the per-phase breakdown, ``benchmarks/phases.py``)."""
+    With ``marks`` (a list), each step appends ``clock()`` at its start and after zero_grad,
+    forward, backward and the optimizer step (the per-phase breakdown, ``benchmarks/phases.py``)."""
     x_np, y_np, layers = data or _data()
     (w1, _), (w2, _) = layers
     model = lib.nn.Sequential(lib.nn.Linear(w1.shape[1], w1.shape[0]), lib.nn.ReLU(),
@@ -202,17 +203,18 @@ def _module_step(lib, cross_entropy, momentum: float, data, marks: list | None =
         return loss.item()
 
     if marks is not None:
-        clock, step = time.perf_counter, phased_step
+        step = phased_step
 
     step.steps = lambda: state["steps"]
     return step
 
 
-def microtorch_step(config: str, data=None, marks: list | None = None):
+def microtorch_step(config: str, data=None, marks: list | None = None, clock=time.perf_counter):
     """A microtorch training step: ``config`` is "sgd", "momentum" or "arena" (sgd in a step arena)."""
     import microtorch as mt
 
-    plain = _module_step(mt, mt.cross_entropy, MOMENTUM if config == "momentum" else 0.0, data, marks)
+    plain = _module_step(mt, mt.cross_entropy, MOMENTUM if config == "momentum" else 0.0, data, marks,
+                         clock)
     if config != "arena":
         return plain
     arena = mt.memory.Arena(name="training step arena")
@@ -225,9 +227,9 @@ def microtorch_step(config: str, data=None, marks: list | None = None):
     return step
 
 
-def numpy_step(momentum: float = 0.0, data=None, marks: list | None = None):
+def numpy_step(momentum: float = 0.0, data=None, marks: list | None = None, clock=time.perf_counter):
     """The same step in raw numpy: forward, backward by hand, in-place SGD. No engine.
-    With ``marks``, each step appends the clock at its start and after forward, backward
+    With ``marks``, each step appends ``clock()`` at its start and after forward, backward
     and the update (no zero_grad: the clock is read twice there)."""
     xs, ys, layers = data or _data()
     params = [p.copy() for layer in layers for p in layer]  # W1, b1, W2, b2
@@ -237,7 +239,6 @@ def numpy_step(momentum: float = 0.0, data=None, marks: list | None = None):
     lr = np.float32(LR)
     state = {"steps": 0}
     mark = marks.append if marks is not None else None
-    clock = time.perf_counter
 
     def step() -> float:
         x, y = xs[state["steps"] % BATCHES], ys[state["steps"] % BATCHES]

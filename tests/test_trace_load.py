@@ -204,3 +204,20 @@ def test_any_single_event_removed_or_field_changed_loads_and_replays_or_is_refus
         return
     tr.state_at(-1), tr.lifetimes(), tr.live_bytes()
     assert min(tr.live_bytes()) >= 0
+
+
+def test_nested_baseline_fields_and_holders_are_checked(tmp_path):
+    base = TRACE[0]
+    assert base["kind"] == "baseline" and base["allocators"]
+    events = list(TRACE.events)
+    events[0] = {**base, "allocators": [{**base["allocators"][0], "kind": "buddy"}]}
+    with pytest.raises(TraceFormatError, match=r"event 0 \(baseline\): allocators\[0\]: kind 'buddy'"):
+        _load(tmp_path, _doc(events))
+    events[0] = {**base, "allocators": [{"name": "a", "kind": "arena"}]}
+    with pytest.raises(TraceFormatError, match=r"allocators\[0\] has no 'chunks' field"):
+        _load(tmp_path, _doc(events))
+    i = next(e["step"] for e in TRACE if e["kind"] == "refcount" and e["holder"].startswith("tensor "))
+    events = list(TRACE.events)
+    events[i] = {**TRACE[i], "holder": "tensor x"}
+    with pytest.raises(TraceFormatError, match=rf"event {i} \(refcount\): holder 'tensor x' names no tensor id"):
+        _load(tmp_path, _doc(events))

@@ -79,6 +79,14 @@ _BASELINE_ENTRIES = {
     "storages": {"storage": ((_INT,), True), "nbytes": ((_INT,), True), "refcount": ((_INT,), True),
                  "stale": ((_BOOL,), False)},
 }
+# a baseline's allocators, by kind
+_ALLOCATOR = {
+    "pool": {"epoch": ((_INT,), False), "classes": ((_LIST,), False), "held": ((_LIST,), False)},
+    "arena": {"chunks": ((_LIST,), True), "generation": ((_INT,), False), "resets": ((_INT,), False),
+              "used": ((_INT,), False), "padding": ((_INT,), False)},
+}
+_POOL_CLASS = {"size_class": ((_INT,), True), "size": ((_INT,), True), "slabs": ((_LIST,), True),
+               "free": ((_INT,), True)}
 
 
 #: byte counts and positions: a negative one would turn live bytes negative in replay
@@ -109,6 +117,20 @@ def _check_fields(record: dict, spec: dict, what: str) -> None:
                                    f"expected {' or '.join(types)}")
         if name in _NON_NEGATIVE and got == _INT and record[name] < 0:
             raise TraceFormatError(f"{what}: field {name!r} is {record[name]}, expected a count ≥ 0")
+
+
+def _check_allocator(a: dict, what: str) -> None:
+    spec = _ALLOCATOR.get(a["kind"])
+    if spec is None:
+        raise TraceFormatError(f"{what}: kind {a['kind']!r}, expected 'pool' or 'arena'")
+    _check_fields(a, spec, what)
+    for j, c in enumerate(a.get("classes", ())):
+        if not isinstance(c, dict):
+            raise TraceFormatError(f"{what}: classes[{j}] is not an object")
+        _check_fields(c, _POOL_CLASS, f"{what}: classes[{j}]")
+    for j, h in enumerate(a.get("held", ())):
+        if not (isinstance(h, list) and len(h) == 2 and all(_type_of(x) == _INT for x in h)):
+            raise TraceFormatError(f"{what}: held[{j}] is {h!r}, expected [block, size class]")
 
 
 def check_document(doc, where: str) -> list:
@@ -150,6 +172,12 @@ def check_events(events: list, kinds, where: str) -> None:
                     if not isinstance(entry, dict):
                         raise TraceFormatError(f"{what}: {name}[{j}] is not an object")
                     _check_fields(entry, spec, f"{what}: {name}[{j}]")
+            for j, a in enumerate(e.get("allocators", ())):
+                _check_allocator(a, f"{what}: allocators[{j}]")
+        elif kind == "refcount":
+            holder = e.get("holder", "")
+            if holder.startswith("tensor ") and not holder[7:].isdigit():
+                raise TraceFormatError(f"{what}: holder {holder!r} names no tensor id")
     _Bookkeeping(where).run(events)
 
 
