@@ -221,3 +221,41 @@ def test_nested_baseline_fields_and_holders_are_checked(tmp_path):
     events[i] = {**TRACE[i], "holder": "tensor x"}
     with pytest.raises(TraceFormatError, match=rf"event {i} \(refcount\): holder 'tensor x' names no tensor id"):
         _load(tmp_path, _doc(events))
+
+
+def test_every_event_kind_has_a_schema():
+    from microtorch.memory import trace_schema
+    from microtorch.memory.trace import KINDS
+
+    assert set(trace_schema.FIELDS) == set(KINDS)
+
+
+def test_traces_of_the_other_allocators_and_of_checkpoints_load_back(tmp_path):
+    import threading
+
+    import numpy as np
+
+    import microtorch as mt
+    from microtorch.memory import BestFit, Buddy, Pool
+
+    mt.save({"x": np.ones((64, 64), np.float32)}, tmp_path / "x.npz")
+    x = mt.load(tmp_path / "x.npz", mmap=True)["x"]
+    pool, buddy, fit = Pool(name="t pool", thread_cache=2), Buddy(heap_bytes=4096), BestFit(heap_bytes=4096)
+    w = mt.randn(8, 8, requires_grad=True)
+    with mt.trace() as tr:
+        for allocator in (buddy, fit):
+            allocator.free(allocator.alloc(300))
+        blocks = []
+        t = threading.Thread(target=lambda: blocks.extend(pool.alloc(100) for _ in range(4)))
+        t.start(), t.join()
+        for b in blocks:
+            pool.free(b)
+        x._storage.block.owner.record_pages("pages")
+        for reentrant in (False, True):
+            a = mt.randn(2, 8, requires_grad=True)
+            y = mt.utils.checkpoint.checkpoint(lambda a: (a @ w).tanh(), a, use_reentrant=reentrant)
+            y.sum().backward()
+    kinds = set(tr.kinds())
+    assert {"buddy_alloc", "fit_free", "thread_cache", "mmap_pages", "checkpoint", "recompute"} <= kinds
+    tr.save(tmp_path / "all.json")
+    assert mt.Trace.load(tmp_path / "all.json").events == tr.events
