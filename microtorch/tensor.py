@@ -453,6 +453,8 @@ def _sizes(op: str, sizes, infer: bool = False) -> tuple[int, ...]:
 
 def _dim(dim: int, ndim: int, op: str) -> int:
     """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
+    if type(dim) is not int and not isinstance(dim, np.integer):
+        raise TypeError(f"{op}(): argument 'dim' must be an int, got {type(dim).__name__} ({dim!r})")
     n = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
     if not -n <= dim < n:
         raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "
