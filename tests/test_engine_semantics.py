@@ -479,3 +479,14 @@ def test_sum_and_mean_take_a_dtype():
     assert mt.tensor([True, True]).sum().dtype == mt.int64
     big = mt.full((1000,), 16777216.0)  # float32 cannot count past 2**24 one by one
     assert big.sum(dtype=mt.float64).item() == 16777216.0 * 1000
+
+
+def test_strided_views_take_int_sizes_only():
+    x = mt.arange(6.0)
+    with pytest.raises(TypeError, match="must be tuple of ints"):
+        x.as_strided((2, 1.5), (1, 1))
+    with pytest.raises(TypeError, match="'stride' must be int"):
+        x.as_strided((2, 2), (1.0, 1))
+    with pytest.raises(TypeError, match="'size' must be int"):
+        x.unfold(0, 2.5, 1)
+    assert x.as_strided((2, 2), (1, 2)).tolist() == [[0., 2.], [1., 3.]]
