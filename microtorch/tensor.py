@@ -157,14 +157,8 @@ class Tensor:
         if not assign_data(self, value):
             repoint(self, value._data, value._storage)
 
-    @property
-    def grad(self) -> "Tensor | None":
-        """d(loss)/d(self) after backward (None before). Assignments are checked as in
-        PyTorch: a tensor of this tensor's shape and dtype, or None."""
-        return _grad_slot.__get__(self)
-
-    @grad.setter
-    def grad(self, value: "Tensor | None") -> None:
+    def _set_grad(self, value: "Tensor | None") -> None:
+        """``x.grad = value``, checked as in PyTorch: a tensor of x's shape and dtype, or None."""
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
@@ -372,7 +366,10 @@ Tensor.any = lambda self: Tensor._wrap(np.array(self._data.any()))
 Tensor.all = lambda self: Tensor._wrap(np.array(self._data.all()))
 
 
-_grad_slot = Tensor._grad  # .grad reads the slot through the C-level getter (no Python frame)
+_grad_slot = Tensor._grad
+# .grad reads the slot through its C-level getter (no Python frame); assignments are checked
+Tensor.grad = property(_grad_slot.__get__, Tensor._set_grad,
+                       doc="d(loss)/d(self) after backward (None before); assignments are checked")
 
 
 class _Export:
