@@ -268,6 +268,27 @@ def _result_type(F, op, a, b):
         return type(e).__name__
 
 
+INPLACE_OPS = {"add_": lambda a, b: a.add_(b), "sub_": lambda a, b: a.sub_(b), "mul_": lambda a, b: a.mul_(b),
+               "div_": lambda a, b: a.div_(b), "iadd": lambda a, b: a.__iadd__(b),
+               "copy_or_fill_": lambda a, b: a.copy_(b) if hasattr(b, "shape") else a.fill_(b)}
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("op", list(INPLACE_OPS))
+def test_in_place_result_types_match_torch(op, torch):
+    """Every (dtype, operand dtype, operand kind): the in-place op keeps the dtype, or both refuse alike."""
+    def outcome(F, da, db, kind):
+        try:
+            return str(INPLACE_OPS[op](_operand(F, da, "1-d"), _operand(F, db, kind)).dtype).replace("torch.", "")
+        except Exception as e:
+            return type(e).__name__
+
+    for da in DTYPES:
+        for db in DTYPES:
+            for kind in ("1-d", "0-d", "number"):
+                assert outcome(mt, da, db, kind) == outcome(torch, da, db, kind), (da, db, kind)
+
+
 @pytest.mark.oracle
 def test_type_promotion_of_binary_ops_matches_torch(torch):
     """Random (op, dtype pair, operand kinds) cases: the result dtype — or the error type — is torch's."""
