@@ -296,7 +296,7 @@ class Tensor:
 # -- ops as methods and operators (each forwards to microtorch.functions) -----------------------
 def _methods():
     from . import functions as F
-    from .comparison import compare, logical_and, logical_not, logical_or
+    from .comparison import bitwise_and, bitwise_not, bitwise_or, compare, logical_not
 
     def reflected(fn):
         return lambda self, other: fn(other, self)
@@ -322,8 +322,9 @@ def _methods():
         "reshape": F.reshape, "view": F.view, "flatten": F.flatten, "permute": F.permute,
         "transpose": F.transpose, "unsqueeze": F.unsqueeze, "squeeze": F.squeeze,
         "expand": F.expand, "broadcast_to": F.broadcast_to, "clone": F.clone,
-        "logical_not": logical_not, "__invert__": logical_not,
-        "__and__": logical_and, "__or__": logical_or,
+        "logical_not": logical_not, "__invert__": bitwise_not,
+        "__and__": bitwise_and, "__or__": bitwise_or,
+        "__rand__": reflected(bitwise_and), "__ror__": reflected(bitwise_or),
     }
     for op in ("lt", "le", "gt", "ge", "eq", "ne"):
         ops[op] = ops[f"__{op}__"] = (lambda op: lambda self, other: compare(op, self, other))(op)

@@ -511,3 +511,30 @@ def test_strided_views_take_int_sizes_only():
     with pytest.raises(TypeError, match="'size' must be int"):
         x.unfold(0, 2.5, 1)
     assert x.as_strided((2, 2), (1, 2)).tolist() == [[0., 2.], [1., 3.]]
+
+
+# -- ~, &, | are bitwise (logical on bools), as in PyTorch; unary ops on bools refuse as torch ----
+@pytest.mark.oracle
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bitwise_operators_match_torch(dtype, torch):
+    def outcome(F, fn):
+        try:
+            r = fn(F)
+            return r.tolist(), str(r.dtype).replace("torch.", "")
+        except Exception as e:
+            return type(e).__name__
+
+    cases = [lambda F: ~_operand(F, dtype, "1-d"), lambda F: _operand(F, dtype, "1-d") & _operand(F, dtype, "1-d") * 0,
+             lambda F: _operand(F, dtype, "1-d") | 2, lambda F: 6 & _operand(F, dtype, "1-d"),
+             lambda F: F.relu(_operand(F, dtype, "1-d")), lambda F: F.abs(_operand(F, dtype, "1-d")),
+             lambda F: -_operand(F, dtype, "1-d")]
+    for fn in cases:
+        assert outcome(mt, fn) == outcome(torch, fn)
+
+
+def test_invert_of_an_integer_tensor_is_bitwise():
+    assert (~mt.tensor([0, 1, -2])).tolist() == [-1, -2, 1]  # not a bool mask
+    assert (~mt.tensor([True, False])).tolist() == [False, True]
+    assert (mt.tensor([6, 5]) & mt.tensor([3, 3])).tolist() == [2, 1]
+    with pytest.raises(TypeError, match="only supported for integer and bool tensors"):
+        ~mt.tensor([1.5])

@@ -443,7 +443,7 @@ def div(a, b):
 
 def neg(x):
     if x.dtype == np.bool_:
-        raise TypeError("Negation, the `-` operator, on a bool tensor is not supported. "
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                         "To invert a mask, use mt.logical_not(mask) or (~mask)")
     return Neg.apply(x)
 
@@ -517,10 +517,15 @@ def sigmoid(x):
 
 
 def relu(x):
+    if x.dtype == np.bool_:
+        raise RuntimeError("relu is not implemented for bool tensors (as in PyTorch); convert with "
+                           "x.float() or x.long() first")
     return Relu.apply(x)
 
 
 def abs(x):  # noqa: A001
+    if x.dtype == np.bool_:
+        raise NotImplementedError("abs is not implemented for bool tensors (as in PyTorch)")
     return Abs.apply(x)
 
 
