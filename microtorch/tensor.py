@@ -345,11 +345,18 @@ def _contiguous(self) -> Tensor:
     return self if self.is_contiguous() else self.clone()
 
 
+def _no_bool(self, op: str) -> None:
+    if self._data.dtype == np.bool_:
+        raise RuntimeError(f"{op}(): does not support bool input (as in PyTorch); use .long() first")
+
+
 def _argmax(self, dim=None, keepdim=False) -> Tensor:
+    _no_bool(self, "argmax")
     return self.max(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmax(self._data)))
 
 
 def _argmin(self, dim=None, keepdim=False) -> Tensor:
+    _no_bool(self, "argmin")
     return self.min(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmin(self._data)))
 
 

@@ -527,7 +527,8 @@ def test_bitwise_operators_match_torch(dtype, torch):
     cases = [lambda F: ~_operand(F, dtype, "1-d"), lambda F: _operand(F, dtype, "1-d") & _operand(F, dtype, "1-d") * 0,
              lambda F: _operand(F, dtype, "1-d") | 2, lambda F: 6 & _operand(F, dtype, "1-d"),
              lambda F: F.relu(_operand(F, dtype, "1-d")), lambda F: F.abs(_operand(F, dtype, "1-d")),
-             lambda F: -_operand(F, dtype, "1-d")]
+             lambda F: -_operand(F, dtype, "1-d"), lambda F: _operand(F, dtype, "1-d").argmax(),
+             lambda F: _operand(F, dtype, "1-d").argmin()]
     for fn in cases:
         assert outcome(mt, fn) == outcome(torch, fn)
 
