@@ -181,8 +181,8 @@ def add_(t: Tensor, other, alpha=1) -> Tensor:
 
 def sub_(t: Tensor, other, alpha=1) -> Tensor:
     """``t -= alpha * other``, in place."""
-    if t.dtype == np.bool_ or (other.dtype == np.bool_ if isinstance(other, Tensor)
-                               else isinstance(other, (bool, np.bool_))):
+    if t._data.dtype.kind == "b" or (other._data.dtype.kind == "b" if isinstance(other, Tensor)
+                                     else isinstance(other, (bool, np.bool_))):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you "
                            "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
