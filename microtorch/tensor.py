@@ -274,6 +274,23 @@ class Tensor:
         self.requires_grad = False
         return self
 
+    # -- copy.copy / copy.deepcopy (as in PyTorch) ------------------------------------------
+    def __copy__(self) -> "Tensor":
+        """A new tensor object over the same bytes, with ``requires_grad`` (no ``.grad``)."""
+        return _init(object.__new__(type(self)), self._data, self._storage, None, self.requires_grad, None)
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        """New bytes holding the same values (and a copy of ``.grad``); graph leaves only."""
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment; deepcopy x.detach() instead")
+        t = Tensor._wrap(np.array(self._data), tag="tensor")
+        out = _init(object.__new__(type(self)), t._data, t._storage, None, self.requires_grad, None)
+        memo[id(self)] = out
+        if self._grad is not None:
+            out._grad = self._grad.__deepcopy__(memo)
+        return out
+
     # -- repr --------------------------------------------------------------------------------
     def __repr__(self) -> str:
         if self._storage.stale:

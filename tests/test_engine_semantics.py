@@ -539,3 +539,22 @@ def test_invert_of_an_integer_tensor_is_bitwise():
     assert (mt.tensor([6, 5]) & mt.tensor([3, 3])).tolist() == [2, 1]
     with pytest.raises(TypeError, match="only supported for integer and bool tensors"):
         ~mt.tensor([1.5])
+
+
+def test_copy_and_deepcopy_follow_pytorch():
+    import copy
+
+    x = mt.tensor([1., 2.], requires_grad=True)
+    x.grad = mt.ones(2)
+    c = copy.copy(x)
+    assert c.storage is x.storage and c.requires_grad and c.grad is None
+    d = copy.deepcopy(x)
+    assert d.storage is not x.storage and d.tolist() == [1., 2.] and d.grad.tolist() == [1., 1.]
+    assert d.storage.refcount == 1  # its own bytes, counted
+    assert type(copy.deepcopy(mt.nn.Parameter(mt.ones(2)))) is mt.nn.Parameter
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(x * 2)
+    model = mt.nn.Linear(2, 2)
+    twin = copy.deepcopy(model)
+    twin.weight.data = mt.zeros(2, 2)
+    assert model.weight.abs().sum().item() > 0  # independent bytes
