@@ -204,7 +204,7 @@ def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, o
             if g is not home:  # (it is when the node wrote it there: see grad_buffer)
                 home._data[...] = g._data  # straight into the flat gradient buffer
             home._storage.version += 1
-            leaf.grad = home
+            leaf._grad = home  # (right by construction: no need for the checked .grad setter)
         else:
             leaf.grad = Tensor._empty(g.shape, g.dtype, "gradient")
             leaf.grad._data[...] = g._data

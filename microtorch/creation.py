@@ -93,7 +93,22 @@ def empty(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     return _new(np.empty(_sizes("empty", size), dtype=dtypes.as_dtype(dtype)), requires_grad)
 
 
+def _number(op: str, name: str, value) -> None:
+    if not isinstance(value, (numbers.Real, np.number, np.bool_)):
+        raise TypeError(f"{op}(): argument '{name}' must be a number, got {type(value).__name__} ({value!r})")
+
+
+def _count(op: str, name: str, value) -> int:
+    """A non-negative whole number (steps, n, m): PyTorch's TypeError / RuntimeError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{op}(): argument '{name}' must be int, not {type(value).__name__} ({value!r})")
+    if value < 0:
+        raise RuntimeError(f"{op}(): {name} must be greater or equal to 0, got {value}")
+    return int(value)
+
+
 def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    _number("full", "fill_value", fill_value)
     if dtype is None:
         dtype = (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64
                  if isinstance(fill_value, numbers.Integral) else dtypes.default_float)
@@ -116,6 +131,8 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> 
     """``arange(5)`` → 0..4; integer arguments give int64, any float gives float32 (PyTorch)."""
     if end is None:
         start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        _number("arange", name, value)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
@@ -125,10 +142,19 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> 
 
 
 def linspace(start, end, steps, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` (both included)."""
+    _number("linspace", "start", start)
+    _number("linspace", "end", end)
+    if not isinstance(steps, bool) and isinstance(steps, (numbers.Integral, np.integer)) and steps < 0:
+        raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
+    steps = _count("linspace", "steps", steps)
     return _new(np.linspace(start, end, steps).astype(dtypes.as_dtype(dtype)), requires_grad)
 
 
 def eye(n, m=None, dtype=None, requires_grad: bool = False) -> Tensor:
+    """The n×m identity matrix (m = n by default)."""
+    n = _count("eye", "n", n)
+    m = n if m is None else _count("eye", "m", m)
     return _new(np.eye(n, m, dtype=dtypes.as_dtype(dtype)), requires_grad)
 
 
@@ -188,14 +214,23 @@ def rand(*size, dtype=None, generator=None, requires_grad: bool = False) -> Tens
 
 
 def randint(low, high=None, size=(), dtype=None, generator=None) -> Tensor:
-    """Integers uniform on [low, high) (``randint(high, size=...)`` starts at 0)."""
+    """Integers uniform on [low, high) (``randint(high, size)`` starts at 0)."""
+    if isinstance(high, (tuple, list)):  # PyTorch's randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+            raise TypeError(f"randint(): argument '{name}' must be int, not {type(value).__name__} ({value!r})")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high} "
+                           "(randint draws from [low, high): high must be larger)")
     a = _rng(generator).integers(low, high, size=_sizes("randint", (size,)) if size != () else ())
     return _new(a.astype(dtypes.as_dtype(dtype or dtypes.int64)), False)
 
 
 def randperm(n: int, generator=None) -> Tensor:
+    n = _count("randperm", "n", n)
     return _new(_rng(generator).permutation(n).astype(np.int64), False)
 
 

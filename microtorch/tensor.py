@@ -159,14 +159,8 @@ class Tensor:
         if not assign_data(self, value):
             repoint(self, value._data, value._storage)
 
-    @property
-    def grad(self) -> "Tensor | None":
-        """d(loss)/d(self) after backward (None before). Assignments are checked as in
-        PyTorch: a tensor of this tensor's shape and dtype, or None."""
-        return _grad_slot.__get__(self)
-
-    @grad.setter
-    def grad(self, value: "Tensor | None") -> None:
+    def _set_grad(self, value: "Tensor | None") -> None:
+        """``x.grad = value``, checked as in PyTorch: a tensor of x's shape and dtype, or None."""
         if value is not None:
             # a sparse COO gradient (nn.Embedding(sparse=True)) is a tensor too, as in PyTorch
             if not isinstance(value, Tensor) and not getattr(value, "is_sparse", False):
@@ -285,6 +279,23 @@ class Tensor:
         self.requires_grad = False
         return self
 
+    # -- copy.copy / copy.deepcopy (as in PyTorch) ------------------------------------------
+    def __copy__(self) -> "Tensor":
+        """A new tensor object over the same bytes, with ``requires_grad`` (no ``.grad``)."""
+        return _init(object.__new__(type(self)), self._data, self._storage, None, self.requires_grad, None)
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        """New bytes holding the same values (and a copy of ``.grad``); graph leaves only."""
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment; deepcopy x.detach() instead")
+        t = Tensor._wrap(np.array(self._data), tag="tensor")
+        out = _init(object.__new__(type(self)), t._data, t._storage, None, self.requires_grad, None)
+        memo[id(self)] = out
+        if self._grad is not None:
+            out._grad = self._grad.__deepcopy__(memo)
+        return out
+
     # -- repr --------------------------------------------------------------------------------
     def __repr__(self) -> str:
         if self._storage.stale:
@@ -307,7 +318,7 @@ class Tensor:
 # -- ops as methods and operators (each forwards to microtorch.functions) -----------------------
 def _methods():
     from . import functions as F
-    from .comparison import compare, logical_and, logical_not, logical_or
+    from .comparison import bitwise_and, bitwise_not, bitwise_or, compare, logical_not
 
     def reflected(fn):
         return lambda self, other: fn(other, self)
@@ -333,8 +344,9 @@ def _methods():
         "reshape": F.reshape, "view": F.view, "flatten": F.flatten, "permute": F.permute,
         "transpose": F.transpose, "unsqueeze": F.unsqueeze, "squeeze": F.squeeze,
         "expand": F.expand, "broadcast_to": F.broadcast_to, "clone": F.clone,
-        "logical_not": logical_not, "__invert__": logical_not,
-        "__and__": logical_and, "__or__": logical_or,
+        "logical_not": logical_not, "__invert__": bitwise_not,
+        "__and__": bitwise_and, "__or__": bitwise_or,
+        "__rand__": reflected(bitwise_and), "__ror__": reflected(bitwise_or),
     }
     for op in ("lt", "le", "gt", "ge", "eq", "ne"):
         ops[op] = ops[f"__{op}__"] = (lambda op: lambda self, other: compare(op, self, other))(op)
@@ -355,11 +367,18 @@ def _contiguous(self) -> Tensor:
     return self if self.is_contiguous() else self.clone()
 
 
+def _no_bool(self, op: str) -> None:
+    if self._data.dtype == np.bool_:
+        raise RuntimeError(f"{op}(): does not support bool input (as in PyTorch); use .long() first")
+
+
 def _argmax(self, dim=None, keepdim=False) -> Tensor:
+    _no_bool(self, "argmax")
     return self.max(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmax(self._data)))
 
 
 def _argmin(self, dim=None, keepdim=False) -> Tensor:
+    _no_bool(self, "argmin")
     return self.min(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmin(self._data)))
 
 
@@ -377,7 +396,10 @@ Tensor.any = lambda self: Tensor._wrap(np.array(self._data.any()))
 Tensor.all = lambda self: Tensor._wrap(np.array(self._data.all()))
 
 
-_grad_slot = Tensor._grad  # .grad reads the slot through the C-level getter (no Python frame)
+_grad_slot = Tensor._grad
+# .grad reads the slot through its C-level getter (no Python frame); assignments are checked
+Tensor.grad = property(_grad_slot.__get__, Tensor._set_grad,
+                       doc="d(loss)/d(self) after backward (None before); assignments are checked")
 
 
 class _Export:
@@ -458,6 +480,8 @@ def _sizes(op: str, sizes, infer: bool = False) -> tuple[int, ...]:
 
 def _dim(dim: int, ndim: int, op: str) -> int:
     """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
+    if type(dim) is not int and not isinstance(dim, np.integer):
+        raise TypeError(f"{op}(): argument 'dim' must be an int, got {type(dim).__name__} ({dim!r})")
     n = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
     if not -n <= dim < n:
         raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "

@@ -184,3 +184,49 @@ def test_unsupported_dtype_and_exponent():
 
 def test_numpy_of_a_tensor_that_requires_grad():
     check(RuntimeError, lambda: np.asarray(mt.ones(2, requires_grad=True)), "detach")
+
+
+# -- issue 13: raw errors that became microtorch's own ------------------------------------------
+def test_dim_arguments_must_be_ints():
+    x = mt.ones(2, 3)
+    for fn in (lambda: x.sum(dim="a"), lambda: x.mean(dim="a"), lambda: x.amax(dim="a"),
+               lambda: x.max(dim="a"), lambda: x.var(dim="a"), lambda: x.sum(dim=1.5)):
+        check(TypeError, fn, "argument 'dim' must be an int")
+    for fn in (lambda: x.softmax("a"), lambda: x.transpose("a", 0), lambda: x.unsqueeze(1.5),
+               lambda: x.size("a"), lambda: mt.cat([x, x], dim="a"), lambda: x.squeeze("a")):
+        check(TypeError, fn, "argument 'dim' must be an int")
+
+
+def test_clamp_bounds_must_be_numbers():
+    check(TypeError, lambda: mt.ones(2).clamp("a", 1), "clamp", "'min' must be a number", "str")
+    check(TypeError, lambda: mt.ones(2).clamp(0, [1]), "'max' must be a number", "list")
+
+
+def test_creation_counts_and_ranges():
+    check(RuntimeError, lambda: mt.linspace(0, 1, -1), "number of steps must be non-negative")
+    check(TypeError, lambda: mt.linspace(0, 1, 2.5), "'steps' must be int")
+    check(RuntimeError, lambda: mt.randint(5, 2, (3,)), "from=5 >= to=2")
+    check(RuntimeError, lambda: mt.randint(5, 2), "'from' to be less than 'to'")
+    check(TypeError, lambda: mt.randint(0.5, 2, (3,)), "'low' must be int")
+    check(RuntimeError, lambda: mt.eye(-1), "n must be greater or equal to 0, got -1")
+    check(RuntimeError, lambda: mt.eye(2, -1), "m must be greater or equal to 0, got -1")
+    check(TypeError, lambda: mt.eye(2.5), "'n' must be int")
+    check(RuntimeError, lambda: mt.randperm(-1), "n must be greater or equal to 0")
+    check(TypeError, lambda: mt.arange("a"), "arange", "must be a number", "str")
+    check(TypeError, lambda: mt.full((2,), "a"), "fill_value", "must be a number")
+    assert mt.randint(5, (3,)).shape == (3,)  # PyTorch's randint(high, size) still works
+
+
+def test_load_state_dict_refuses_values_that_are_not_numbers():
+    layer = mt.nn.Linear(2, 2)
+    check(TypeError, lambda: layer.load_state_dict(None), "Expected state_dict to be dict-like")
+    check(TypeError, lambda: layer.load_state_dict({"weight": np.array([["a", "b"], ["c", "d"]]),
+                                                    "bias": np.zeros(2)}), "'weight'", "numpy.str_")
+    check(TypeError, lambda: layer.load_state_dict({"weight": None, "bias": np.zeros(2)}), "'weight'",
+          "NoneType")
+    check(TypeError, lambda: layer.load_state_dict({"weight": np.zeros((2, 2), complex), "bias": np.zeros(2)}),
+          "numpy.complex128")
+    before = layer.weight.tolist()
+    with pytest.raises(TypeError):
+        layer.load_state_dict({"weight": np.ones((2, 2)), "bias": "x"})
+    assert layer.weight.tolist() == before  # nothing was copied

@@ -268,6 +268,27 @@ def _result_type(F, op, a, b):
         return type(e).__name__
 
 
+INPLACE_OPS = {"add_": lambda a, b: a.add_(b), "sub_": lambda a, b: a.sub_(b), "mul_": lambda a, b: a.mul_(b),
+               "div_": lambda a, b: a.div_(b), "iadd": lambda a, b: a.__iadd__(b),
+               "copy_or_fill_": lambda a, b: a.copy_(b) if hasattr(b, "shape") else a.fill_(b)}
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("op", list(INPLACE_OPS))
+def test_in_place_result_types_match_torch(op, torch):
+    """Every (dtype, operand dtype, operand kind): the in-place op keeps the dtype, or both refuse alike."""
+    def outcome(F, da, db, kind):
+        try:
+            return str(INPLACE_OPS[op](_operand(F, da, "1-d"), _operand(F, db, kind)).dtype).replace("torch.", "")
+        except Exception as e:
+            return type(e).__name__
+
+    for da in DTYPES:
+        for db in DTYPES:
+            for kind in ("1-d", "0-d", "number"):
+                assert outcome(mt, da, db, kind) == outcome(torch, da, db, kind), (da, db, kind)
+
+
 @pytest.mark.oracle
 def test_type_promotion_of_binary_ops_matches_torch(torch):
     """Random (op, dtype pair, operand kinds) cases: the result dtype — or the error type — is torch's."""
@@ -479,3 +500,61 @@ def test_sum_and_mean_take_a_dtype():
     assert mt.tensor([True, True]).sum().dtype == mt.int64
     big = mt.full((1000,), 16777216.0)  # float32 cannot count past 2**24 one by one
     assert big.sum(dtype=mt.float64).item() == 16777216.0 * 1000
+
+
+def test_strided_views_take_int_sizes_only():
+    x = mt.arange(6.0)
+    with pytest.raises(TypeError, match="must be tuple of ints"):
+        x.as_strided((2, 1.5), (1, 1))
+    with pytest.raises(TypeError, match="'stride' must be int"):
+        x.as_strided((2, 2), (1.0, 1))
+    with pytest.raises(TypeError, match="'size' must be int"):
+        x.unfold(0, 2.5, 1)
+    assert x.as_strided((2, 2), (1, 2)).tolist() == [[0., 2.], [1., 3.]]
+
+
+# -- ~, &, | are bitwise (logical on bools), as in PyTorch; unary ops on bools refuse as torch ----
+@pytest.mark.oracle
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bitwise_operators_match_torch(dtype, torch):
+    def outcome(F, fn):
+        try:
+            r = fn(F)
+            return r.tolist(), str(r.dtype).replace("torch.", "")
+        except Exception as e:
+            return type(e).__name__
+
+    cases = [lambda F: ~_operand(F, dtype, "1-d"), lambda F: _operand(F, dtype, "1-d") & _operand(F, dtype, "1-d") * 0,
+             lambda F: _operand(F, dtype, "1-d") | 2, lambda F: 6 & _operand(F, dtype, "1-d"),
+             lambda F: F.relu(_operand(F, dtype, "1-d")), lambda F: F.abs(_operand(F, dtype, "1-d")),
+             lambda F: -_operand(F, dtype, "1-d"), lambda F: _operand(F, dtype, "1-d").argmax(),
+             lambda F: _operand(F, dtype, "1-d").argmin()]
+    for fn in cases:
+        assert outcome(mt, fn) == outcome(torch, fn)
+
+
+def test_invert_of_an_integer_tensor_is_bitwise():
+    assert (~mt.tensor([0, 1, -2])).tolist() == [-1, -2, 1]  # not a bool mask
+    assert (~mt.tensor([True, False])).tolist() == [False, True]
+    assert (mt.tensor([6, 5]) & mt.tensor([3, 3])).tolist() == [2, 1]
+    with pytest.raises(TypeError, match="only supported for integer and bool tensors"):
+        ~mt.tensor([1.5])
+
+
+def test_copy_and_deepcopy_follow_pytorch():
+    import copy
+
+    x = mt.tensor([1., 2.], requires_grad=True)
+    x.grad = mt.ones(2)
+    c = copy.copy(x)
+    assert c.storage is x.storage and c.requires_grad and c.grad is None
+    d = copy.deepcopy(x)
+    assert d.storage is not x.storage and d.tolist() == [1., 2.] and d.grad.tolist() == [1., 1.]
+    assert d.storage.refcount == 1  # its own bytes, counted
+    assert type(copy.deepcopy(mt.nn.Parameter(mt.ones(2)))) is mt.nn.Parameter
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(x * 2)
+    model = mt.nn.Linear(2, 2)
+    twin = copy.deepcopy(model)
+    twin.weight.data = mt.zeros(2, 2)
+    assert model.weight.abs().sum().item() > 0  # independent bytes

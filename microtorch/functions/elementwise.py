@@ -424,7 +424,7 @@ def add(a, b):
 
 
 def sub(a, b):
-    if any(v.dtype == np.bool_ if isinstance(v, Tensor) else isinstance(v, (bool, np.bool_)) for v in (a, b)):
+    if _is_bool(a) or _is_bool(b):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you "
                            "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     return Sub.apply(*operands(a, b))
@@ -441,9 +441,14 @@ def div(a, b):
     return Div.apply(a, b)
 
 
+def _is_bool(v) -> bool:
+    """A bool tensor or a bool scalar (subtraction refuses both, as in PyTorch)."""
+    return v._data.dtype.kind == "b" if isinstance(v, Tensor) else isinstance(v, (bool, np.bool_))
+
+
 def neg(x):
-    if x.dtype == np.bool_:
-        raise TypeError("Negation, the `-` operator, on a bool tensor is not supported. "
+    if x._data.dtype.kind == "b":
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                         "To invert a mask, use mt.logical_not(mask) or (~mask)")
     return Neg.apply(x)
 
@@ -517,10 +522,15 @@ def sigmoid(x):
 
 
 def relu(x):
+    if x._data.dtype.kind == "b":
+        raise RuntimeError("relu is not implemented for bool tensors (as in PyTorch); convert with "
+                           "x.float() or x.long() first")
     return Relu.apply(x)
 
 
 def abs(x):  # noqa: A001
+    if x._data.dtype.kind == "b":
+        raise NotImplementedError("abs is not implemented for bool tensors (as in PyTorch)")
     return Abs.apply(x)
 
 

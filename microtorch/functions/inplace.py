@@ -181,6 +181,10 @@ def add_(t: Tensor, other, alpha=1) -> Tensor:
 
 def sub_(t: Tensor, other, alpha=1) -> Tensor:
     """``t -= alpha * other``, in place."""
+    if t._data.dtype.kind == "b" or (other._data.dtype.kind == "b" if isinstance(other, Tensor)
+                                     else isinstance(other, (bool, np.bool_))):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+                           "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
         _check_result_type(t, alpha)
     return _binary(Add_, "sub_", t, other, -alpha)
@@ -208,6 +212,8 @@ def clamp_(t: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 — PyTorch's
 
 def relu_(t: Tensor) -> Tensor:
     """``t = t.relu()``, in place (its backward uses the output, so it is safe to rebase)."""
+    if t.dtype == np.bool_:
+        raise RuntimeError("relu_ is not implemented for bool tensors (as in PyTorch)")
     return _inplace(Relu_, "relu_", t)
 
 
@@ -230,7 +236,8 @@ sqrt_ = _floating_only(Sqrt_, "sqrt_")
 def neg_(t: Tensor) -> Tensor:
     """``t = -t``, in place."""
     if t.dtype == np.bool_:
-        raise TypeError("Negation, the `-` operator, on a bool tensor is not supported.")
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     return _inplace(Neg_, "neg_", t)
 
 

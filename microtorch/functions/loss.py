@@ -162,7 +162,7 @@ def _softmax_minus_onehot(out: np.ndarray, probs: np.ndarray, target: np.ndarray
 
 def _floating_only(op: str, x) -> None:
     """PyTorch has no integer kernels for softmax and friends: refuse, don't round."""
-    if not x.dtype.kind == "f":
+    if x._data.dtype.kind != "f":
         raise NotImplementedError(f'"{op}" not implemented for {_TORCH_NAMES.get(x.dtype.name, x.dtype.name)!r} '
                                   f"({op} needs a floating tensor; convert with x.float() first)")
 
@@ -282,7 +282,7 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100, label_smo
     _floating_only("cross_entropy", logits)
     if label_smoothing != 0.0:
         _check_smoothing("cross_entropy", label_smoothing)
-    soft = isinstance(target, Tensor) and target.dtype.kind == "f" and target.ndim == logits.ndim
+    soft = isinstance(target, Tensor) and target._data.dtype.kind == "f" and target.ndim == logits.ndim
     if logits.ndim == 1:
         if soft:
             t = target.unsqueeze(0)

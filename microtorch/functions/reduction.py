@@ -17,7 +17,10 @@ def reduced_dims(op: str, dim, ndim: int) -> tuple[int, ...] | None:
     """``dim`` (None, an int, or a tuple) as sorted non-negative dims; None means all."""
     if dim is None:
         return None
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim) if isinstance(dim, (tuple, list)) else None
+    if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise TypeError(f"{op}(): argument 'dim' must be an int or a tuple of ints, got "
+                        f"{type(dim).__name__} ({dim!r})")
     n = builtins.max(ndim, 1)
     out = []
     for d in dims:

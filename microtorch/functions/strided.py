@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor, _dim
+from ..tensor import Tensor, _dim, _sizes
 from .shape import IndexAdd
 
 
@@ -157,7 +157,7 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     if x.ndim == 0:
         return unfold(x.reshape(1), 0, size, step).squeeze(0)
     d = _dim(dimension, x.ndim, "unfold")
-    size, step = int(size), int(step)
+    size, step = _whole("unfold", "size", size), _whole("unfold", "step", step)
     if size < 0:
         raise RuntimeError(f"size is {size} but must be >= 0")
     if size > x.shape[d]:
@@ -233,9 +233,18 @@ class Regather(Function):
 def as_strided(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
     """A view of ``x``'s storage with the given sizes, strides (elements) and storage offset
     (default: ``x``'s own). Bounds-checked against the storage; negative strides allowed."""
-    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
-    offset = x.storage_offset() if storage_offset is None else int(storage_offset)
+    size = _sizes("as_strided", (size,))
+    stride = tuple(_whole("as_strided", "stride", s) for s in stride)
+    offset = x.storage_offset() if storage_offset is None else _whole("as_strided", "storage_offset",
+                                                                      storage_offset)
     return AsStrided.apply(x, size, stride, offset)
+
+
+def _whole(op: str, name: str, n) -> int:
+    """An int argument (a float is a TypeError, not silently truncated)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{op}(): argument '{name}' must be int, not {type(n).__name__} ({n!r})")
+    return int(n)
 
 
 for _name, _fn in (("diagonal", diagonal), ("unfold", unfold), ("as_strided", as_strided)):

@@ -167,7 +167,7 @@ class FlatParameters:
         self.check()
         if set_to_none:
             for p in self.params:
-                p.grad = None
+                p._grad = None  # (the slot itself: None needs no check)
             return
         self.grad._data.fill(0)
         self.grad._storage.version += 1

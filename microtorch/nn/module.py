@@ -229,10 +229,11 @@ class Module:
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         mismatched = []
+        values = {}
         for k, t in own.items():
             if k in state_dict:
-                value = state_dict[k]
-                shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+                value = values[k] = _loadable(k, state_dict[k])
+                shape = value.shape
                 if shape != t.shape:
                     mismatched.append(f"size mismatch for {k}: copying a param with shape {list(shape)} "
                                       f"from checkpoint, the shape in current model is {list(t.shape)}.")
@@ -247,10 +248,8 @@ class Module:
                                + "\n\t".join(errors))
         with no_grad():
             for k, t in own.items():
-                if k in state_dict:
-                    value = state_dict[k]
-                    np.copyto(t._data, value._data if isinstance(value, Tensor) else np.asarray(value),
-                              casting="unsafe")
+                if k in values:
+                    np.copyto(t._data, values[k], casting="unsafe")
                     t._storage.version += 1
         return IncompatibleKeys(missing, unexpected)
 
@@ -305,3 +304,19 @@ class Module:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules) | set(self._buffers))
+
+
+def _loadable(key: str, value) -> np.ndarray:
+    """A state-dict value as an array to copy from: a tensor, an array or (nested lists of)
+    numbers of a dtype microtorch has — else a TypeError naming the key."""
+    if isinstance(value, Tensor):
+        return value._data
+    if value is None or isinstance(value, (str, bytes, dict)):
+        raise TypeError(f"load_state_dict: the value for {key!r} is {type(value).__name__}; expected a "
+                        "tensor (or a numpy array of numbers)")
+    array = np.asarray(value)
+    try:
+        dtypes.of_array(array.dtype)
+    except TypeError as e:
+        raise TypeError(f"load_state_dict: the value for {key!r}: {e}") from None
+    return array
