@@ -25,7 +25,8 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
   must/may/no verdict (this one takes the views, not a time: ``render(a, b)``).
 
 Around them: :mod:`~microtorch.viz.player` (the step-through widget and the panel
-registry), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
+registry), :mod:`~microtorch.viz.alias_sliders` (``alias_player``: sliders for a view's
+offset and strides over the alias picture), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
 :mod:`~microtorch.viz.events` (events in words, the step axis, "step 2 of 21 · event 15"),
 :mod:`~microtorch.viz.timeline` (per-trace facts the memory pictures share, computed once),
 :mod:`~microtorch.viz.figure` (figures outside pyplot, drawn in two layers for the player),
@@ -41,10 +42,10 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 """
 import importlib
 
-_SUBMODULES = ("alias", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
+_SUBMODULES = ("alias", "alias_sliders", "arena", "dot", "events", "figure", "graph", "graph_collapse", "graph_dot", "graph_state",
                "graph_text", "header", "liveness", "palette", "player", "pool", "refcounts", "timeline")
 
-__all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
+__all__ = ["player", "register_panel", "alias_player", "graph", "arena", "pool", "refcounts", "liveness", "alias",
            "palette", "events", "dot"]
 
 
@@ -55,6 +56,8 @@ def __getattr__(name: str):
         # importing the submodule bound `player` to the module; the function wins
         globals()[name] = value
         return value
+    if name == "alias_player":
+        return importlib.import_module(".alias_sliders", __name__).alias_player
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
