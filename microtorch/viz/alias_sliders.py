@@ -25,12 +25,7 @@ from collections import OrderedDict
 
 from . import alias as alias_picture
 from .figure import DEFAULT_WIDTH
-from .player import _fit_svg, _require_widgets
-
-
-def _description_html(text: str) -> str:
-    return ('<details><summary>Text description</summary><pre style="white-space:pre-wrap; '
-            f'word-break:normal; overflow-wrap:break-word">{html.escape(text)}</pre></details>')
+from .player import DESCRIPTION_STYLE, _fit_svg, _require_widgets, description_html
 
 
 class AliasPlayer:
@@ -122,13 +117,13 @@ class AliasPlayer:
                      f"{la.storage_size} elements (0 … {la.storage_size - 1}): as_strided refuses this layout. "
                      "Move the offset or a stride back.")
             return (f'<div style="line-height:1.45"><b>Now</b> — <b>{name}</b>: out of bounds</div>',
-                    f"<pre style=\"white-space:pre-wrap; word-break:normal\">{html.escape(words)}</pre>")
+                    f'<pre style="{DESCRIPTION_STYLE}">{html.escape(words)}</pre>')
         fig = alias_picture.render(la, *self.against, names=self.names, exact=self.exact, grid=self.grid,
                                    width=self.width)
         verdict = alias_picture._VERDICT_WORDS[fig.facts.verdict]
         line = (f'<div style="line-height:1.45; overflow-wrap:break-word"><b>Now</b> — <b>{name}</b> = '
                 f"{html.escape(self.call())}: elements {lo} … {hi} · <b>{html.escape(verdict)}</b></div>")
-        return line, _fit_svg(fig.svg()) + _description_html(fig.description)
+        return line, _fit_svg(fig.svg()) + description_html(fig.description)
 
 
 def alias_player(base, view, *, against=(), names=None, stride_range: int | None = None, exact: bool = True,

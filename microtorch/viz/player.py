@@ -147,6 +147,17 @@ def _panel(p) -> Panel:
 # ---------------------------------------------------------------------------------------------
 # anything displayable -> HTML
 # ---------------------------------------------------------------------------------------------
+#: A text description's layout: wrapped at spaces only. (Jupyter styles output ``<pre>`` with
+#: ``word-break: break-all``, which would cut words — "sa / ving" — at the panel's edge.)
+DESCRIPTION_STYLE = "white-space:pre-wrap; word-break:normal; overflow-wrap:break-word"
+
+
+def description_html(text: str) -> str:
+    """A panel's text description, folded under the picture."""
+    return (f'<details><summary>Text description</summary><pre style="{DESCRIPTION_STYLE}">'
+            f"{html.escape(text)}</pre></details>")
+
+
 _svg_ids = itertools.count(1)
 
 
@@ -188,7 +199,7 @@ def to_html(obj) -> str:
             out = getattr(obj, method)()
             if out is not None:
                 return wrap(out) if wrap else out
-    return "<pre>" + html.escape(str(obj)) + "</pre>"
+    return f'<pre style="{DESCRIPTION_STYLE}">' + html.escape(str(obj)) + "</pre>"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +311,7 @@ class Player:
         kind = events_of(self.trace)[t]["kind"] if t >= 0 else "-"
         when = step_label(self.trace, t, self.steps) if t >= 0 else f"step {k} of {n}"
         self.label.value = (
-            '<div style="line-height:1.45; white-space:normal; overflow-wrap:anywhere">'
+            '<div style="line-height:1.45; white-space:normal; overflow-wrap:break-word">'
             f"<b>Now</b> — <b>{html.escape(when)}</b> ({html.escape(kind)}): "
             f"{html.escape(describe_event(self.trace, t))}</div>")
         for p in self.panels:
@@ -333,8 +344,7 @@ class Player:
                     f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</pre>")
             text = None
         if text:
-            body += ("<details><summary>Text description</summary><pre style=\"white-space:"
-                     f"pre-wrap\">{html.escape(text)}</pre></details>")
+            body += description_html(text)
         self._cache[key] = body
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
