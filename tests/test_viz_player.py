@@ -269,6 +269,26 @@ def test_layout_side_or_stacked(arena_tr):
         make_player(arena_tr, layout="grid")
 
 
+def test_side_layout_columns(arena_tr):
+    """A list among the panels is one column of the side layout: the graph beside the arena
+    and the liveness picture stacked (notebook 08's dashboard)."""
+    box = make_player(arena_tr, panels=["graph", ["arena", "liveness"]], layout="side")
+    p = box.player
+    assert [q.name for q in p.panels] == ["graph", "arena", "liveness"]
+    row = box.children[-1]
+    assert isinstance(row, widgets.HBox) and len(row.children) == 2
+    graph_w, column = row.children
+    assert graph_w is p.panel_widgets["graph"] and graph_w.layout.flex.startswith("1 1")
+    assert isinstance(column, widgets.VBox) and column.layout.flex.startswith("1 1")
+    assert list(column.children) == [p.panel_widgets["arena"], p.panel_widgets["liveness"]]
+    assert all(w.layout.width == "100%" for w in column.children)
+    before = dict(p.panel_html)
+    p.go(len(p.steps))
+    assert all(p.panel_html[k] != before[k] for k in ("arena", "liveness"))  # every panel moved
+    stacked = make_player(arena_tr, panels=["graph", ["arena", "liveness"]])  # stacked: one list
+    assert len(stacked.children[-1].children) == 3
+
+
 def test_matplotlib_panels_scale_to_width(arena_tr):
     p = make_player(arena_tr, panels=["arena", "liveness"]).player
     for name in ("arena", "liveness"):
