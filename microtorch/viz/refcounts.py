@@ -399,6 +399,7 @@ class RefcountPainter(Painter):
         scale = f"log scale, full row = {f.max_count}" if f.log_scale else f"full row = {f.max_count}"
         ax.set_title(first_that_fits(ax, [f"{len(f.live)} live (thick lines) · height = refcount ({scale}){more}",
                                           f"{len(f.live)} live (thick lines) · height = refcount ({scale})",
+                                          f"{len(f.live)} live · height = refcount ({scale})",
                                           f"{len(f.live)} live · height = refcount"], 9.5, bold=False),
                      loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
 
