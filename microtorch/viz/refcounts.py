@@ -39,11 +39,10 @@ from . import palette
 from .events import clamp_step, index, step_label
 from .figure import (DEFAULT_WIDTH, Painter, TextPool, first_that_fits, label_margin, legend_columns, new_figure,
                      remove_all, titles)
-
-HOLDERS_FONT = 8
 from .timeline import as_trace, lanes, timeline
 
 MAX_ROWS = 24
+HOLDERS_FONT = 8  # the "held by" column
 
 
 @dataclass
