@@ -5,9 +5,9 @@ import html
 import inspect
 
 
-#: How a listing is laid out in HTML: lines as written, scrolled sideways when too long. (Jupyter
-#: styles output ``<pre>`` with ``word-break: break-all``, which would cut words — "re / c" — mid-line.)
-PRE_STYLE = "white-space:pre; word-break:normal; overflow-wrap:normal; overflow-x:auto"
+#: How a listing is laid out in HTML: a line too long for the cell wraps at a space, never inside a
+#: word. (Jupyter styles output ``<pre>`` with ``word-break: break-all``, which cuts words — "re / c".)
+PRE_STYLE = "white-space:pre-wrap; word-break:normal; overflow-wrap:break-word"
 
 
 class Source:
