@@ -5,6 +5,11 @@ import html
 import inspect
 
 
+#: How a listing is laid out in HTML: a line too long for the cell wraps at a space, never inside a
+#: word. (Jupyter styles output ``<pre>`` with ``word-break: break-all``, which cuts words — "re / c".)
+PRE_STYLE = "white-space:pre-wrap; word-break:normal; overflow-wrap:break-word"
+
+
 class Source:
     """Source text that shows highlighted in Jupyter and plain in a terminal."""
 
@@ -23,8 +28,10 @@ class Source:
             from pygments.formatters import HtmlFormatter
             from pygments.lexers import PythonLexer
         except ImportError:  # pygments comes with JupyterLab; a plain <pre> otherwise
-            return f"<pre><code># {html.escape(self.origin)}\n{html.escape(self.text)}</code></pre>"
-        body = highlight(self.text, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+            return (f'<pre style="{PRE_STYLE}"><code># {html.escape(self.origin)}\n'
+                    f"{html.escape(self.text)}</code></pre>")
+        body = highlight(self.text, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True,
+                                                                 prestyles=PRE_STYLE))
         return f"<div><small><code>{html.escape(self.origin)}</code></small>{body}</div>"
 
 

@@ -151,3 +151,78 @@ def test_different_storages_never_alias():
     a, b = mt.zeros(4), mt.zeros(4)
     f = alias_panel.render(a, b).facts
     assert f.verdict == "no" and not f.shared and "different storages" in alias_panel.describe(a, b)
+
+
+# -- the alias player: sliders for the offset and strides ------------------------------------------
+def _verdict_of(label_html: str) -> str:
+    return "out" if "out of bounds" in label_html else label_html.split("<b>")[-1].split(" alias")[0].lower()
+
+
+def test_alias_player_verdicts_follow_the_engine_at_every_position():
+    pytest.importorskip("ipywidgets")
+    import numpy as np
+    from microtorch.viz import alias_sliders
+
+    x = mt.arange(24.0).reshape(4, 6)
+    odd = x[:, 1::2]
+    p = alias_sliders.AliasPlayer(x, x[:, ::2], against=[odd], names=["moved", "x[:, 1::2]"])
+    assert [s.description for s in p.strides] == ["stride 0", "stride 1"]
+    assert _verdict_of(p.label.value) == "no" and "<svg" in p.picture.value
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(60):
+        offset, strides = int(rng.integers(0, 24)), tuple(int(v) for v in rng.integers(-7, 8, size=2))
+        p.set(offset=offset, strides=strides)
+        assert (p.layout().offset, p.layout().strides) == (offset, strides)
+        lo = offset + sum(min(0, (n - 1) * s) for n, s in zip((4, 3), strides))
+        hi = offset + sum(max(0, (n - 1) * s) for n, s in zip((4, 3), strides))
+        got = _verdict_of(p.label.value)
+        seen.add(got)
+        if lo < 0 or hi > 23:  # the engine refuses that layout, and the player says so
+            assert got == "out"
+            with pytest.raises(Exception):
+                x.as_strided((4, 3), strides, offset)
+            assert "as_strided refuses" in p.picture.value and "<svg" not in p.picture.value
+            continue
+        view = x.as_strided((4, 3), strides, offset)
+        assert got == mt.memory.alias(view, odd).answer, (offset, strides)
+        assert (got == "must") == np.shares_memory(view.numpy(), odd.numpy())
+        assert f"elements {lo} … {hi}" in p.label.value and "Text description" in p.picture.value
+    assert {"no", "must", "out"} <= seen
+
+
+def test_alias_player_keeps_each_position_drawn(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from microtorch.viz import alias_sliders
+
+    x = mt.arange(24.0).reshape(4, 6)
+    p = alias_sliders.AliasPlayer(x, x[:, ::2], against=[x[:, 1::2]])
+    calls = []
+    real = alias_sliders.alias_picture.render
+    monkeypatch.setattr(alias_sliders.alias_picture, "render", lambda *a, **k: calls.append(a) or real(*a, **k))
+    first = p.picture.value
+    p.set(offset=1)
+    moved = p.picture.value
+    assert moved != first and len(calls) == 1
+    p.set(offset=0)
+    assert p.picture.value == first and len(calls) == 1  # drawn before: not drawn again
+    assert p.box.player is p
+
+
+def test_alias_player_pictures_lay_out_cleanly():
+    from microtorch.viz import figure
+
+    x = mt.arange(24.0).reshape(4, 6)
+    odd = x[:, 1::2]
+    for offset, strides in ((0, (6, 2)), (1, (6, 2)), (3, (5, 1)), (23, (-6, -2)), (0, (0, 7))):
+        la = mt.memory.aliasing.layout(x.as_strided((4, 3), strides, offset))
+        fig = alias_panel.render(la, mt.memory.aliasing.layout(odd), names=["moved", "x[:, 1::2]"], grid=(4, 6))
+        assert figure.layout_problems(fig) == [], (offset, strides)
+
+
+def test_alias_player_refuses_a_view_of_another_storage():
+    pytest.importorskip("ipywidgets")
+    from microtorch.viz import alias_sliders
+
+    with pytest.raises(ValueError, match="view of base's storage"):
+        alias_sliders.AliasPlayer(mt.arange(6.0), mt.arange(6.0)[::2])

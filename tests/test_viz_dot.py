@@ -185,7 +185,8 @@ def test_text_tier_when_both_hidden(monkeypatch, tmp_path):
     pic = GraphPicture(SOURCE, TEXT, TITLE)
     assert pic._repr_mimebundle_() == {"text/plain": f"{TITLE}\n{TEXT}\n{HINT}"}
     assert pic.to_html() == (
-        "<pre>graph of y = w * x\nMulBackward\n  ∂L/∂w &lt;leaf&gt;\n"
+        '<pre style="white-space:pre-wrap; word-break:normal; overflow-wrap:break-word">'
+        "graph of y = w * x\nMulBackward\n  ∂L/∂w &lt;leaf&gt;\n"
         + HINT + "</pre>"
     )
     assert str(pic) == repr(pic) == f"{TITLE}\n{TEXT}"

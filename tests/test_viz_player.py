@@ -10,7 +10,9 @@ widgets = pytest.importorskip("ipywidgets")
 import microtorch as mt  # noqa: E402
 from microtorch.viz import graph, player as make_player, register_panel  # noqa: E402
 from microtorch.viz.events import describe_event, select_steps  # noqa: E402
-from microtorch.viz.player import PANELS, Panel, Player, to_html  # noqa: E402
+from microtorch.viz.player import DESCRIPTION_STYLE, PANELS, Panel, Player, to_html  # noqa: E402
+
+PRE = f'<pre style="{DESCRIPTION_STYLE}">'  # text shown in a panel wraps at spaces, never mid-word
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,7 @@ def test_slider_moves_every_panel_to_the_same_step(tr, spy):
         p.slider.value = k
         t = steps[k - 1]
         assert p.t == t and t in spy.calls and p.step == k
-        assert p.panel_html["spy"].startswith(f"<pre>spy at {t}</pre>") and f"spy text {t}" in p.panel_html["spy"]
+        assert p.panel_html["spy"].startswith(f"{PRE}spy at {t}</pre>") and f"spy text {t}" in p.panel_html["spy"]
         when = f"step {k} of {len(steps)} · event {t}"  # one notion of "when", everywhere
         assert p.when() == when
         assert when in p.panel_html["graph"] and when in p.label.value
@@ -88,7 +90,7 @@ def test_buttons_step_and_stop_at_the_ends(tr, spy):
     p.forward.click()
     assert p.step == 3 and spy.calls[-1] == p.steps[2]
     p.back.click()  # a step seen before comes from the player's cache
-    assert p.step == 2 and p.panel_html["spy"].startswith(f"<pre>spy at {p.steps[1]}<")
+    assert p.step == 2 and p.panel_html["spy"].startswith(f"{PRE}spy at {p.steps[1]}<")
     assert f"step 2 of {n} · event {p.steps[1]}" in p.panel_html["graph"]
     p.go(n + 10)
     assert p.step == n and p.forward.disabled
@@ -146,9 +148,9 @@ def test_panels_by_function_and_errors_do_not_break_the_player(tr):
         raise RuntimeError("boom")
 
     p = Player(tr, panels=[broken, Panel("inline", lambda trace, t: f"at {t}")])
-    assert "boom" in p.panel_html["broken"] and p.panel_html["inline"] == f"<pre>at {p.t}</pre>"
+    assert "boom" in p.panel_html["broken"] and p.panel_html["inline"] == f"{PRE}at {p.t}</pre>"
     p.forward.click()
-    assert p.panel_html["inline"] == f"<pre>at {p.t}</pre>"
+    assert p.panel_html["inline"] == f"{PRE}at {p.t}</pre>"
     with pytest.raises(KeyError, match="registered panels: graph, arena, pool, refcounts, liveness"):
         make_player(tr, panels=["no such panel"])
 
@@ -267,6 +269,26 @@ def test_layout_side_or_stacked(arena_tr):
         make_player(arena_tr, layout="grid")
 
 
+def test_side_layout_columns(arena_tr):
+    """A list among the panels is one column of the side layout: the graph beside the arena
+    and the liveness picture stacked (notebook 08's dashboard)."""
+    box = make_player(arena_tr, panels=["graph", ["arena", "liveness"]], layout="side")
+    p = box.player
+    assert [q.name for q in p.panels] == ["graph", "arena", "liveness"]
+    row = box.children[-1]
+    assert isinstance(row, widgets.HBox) and len(row.children) == 2
+    graph_w, column = row.children
+    assert graph_w is p.panel_widgets["graph"] and graph_w.layout.flex.startswith("1 1")
+    assert isinstance(column, widgets.VBox) and column.layout.flex.startswith("1 1")
+    assert list(column.children) == [p.panel_widgets["arena"], p.panel_widgets["liveness"]]
+    assert all(w.layout.width == "100%" for w in column.children)
+    before = dict(p.panel_html)
+    p.go(len(p.steps))
+    assert all(p.panel_html[k] != before[k] for k in ("arena", "liveness"))  # every panel moved
+    stacked = make_player(arena_tr, panels=["graph", ["arena", "liveness"]])  # stacked: one list
+    assert len(stacked.children[-1].children) == 3
+
+
 def test_matplotlib_panels_scale_to_width(arena_tr):
     p = make_player(arena_tr, panels=["arena", "liveness"]).player
     for name in ("arena", "liveness"):
@@ -280,3 +302,21 @@ def test_graph_header_in_the_player_does_not_repeat_the_now_line(tr):
     pic = graph.render(tr, p.t, p.steps)
     assert pic.header.lines == []  # the event is a graph op: the "Now" line says it
     assert graph.render(tr, p.t).header.lines  # drawn on its own, the header says it
+
+
+def test_words_wrap_at_spaces_not_mid_word():
+    """Jupyter styles output <pre> with word-break: break-all; the player's text description,
+    its "Now" line and source listings override it, so words are never cut mid-word."""
+    import microtorch as mt
+    from microtorch.source import PRE_STYLE
+    from microtorch.viz.player import DESCRIPTION_STYLE, description_html
+
+    assert "word-break:normal" in DESCRIPTION_STYLE and "white-space:pre-wrap" in DESCRIPTION_STYLE
+    assert f'<pre style="{DESCRIPTION_STYLE}">' in description_html("saving")
+    listing = mt.show_source(mt.functions.elementwise.Tanh)._repr_html_()
+    assert listing.count("<pre") == 1 and "word-break:normal" in listing and "white-space:pre" in listing
+    with mt.trace() as tr:
+        (mt.randn(3, requires_grad=True) * 2).sum().backward()
+    p = mt.viz.player(tr, panels=["graph", "refcounts"]).player
+    assert "anywhere" not in p.label.value and "overflow-wrap:break-word" in p.label.value
+    assert f'<pre style="{DESCRIPTION_STYLE}">' in p.panel_html["refcounts"]

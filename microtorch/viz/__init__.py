@@ -39,7 +39,8 @@ The pictures, one module each (each has ``render(trace, t)`` and ``describe(trac
   ``mt.sparse.record()`` log, not a time).
 
 Around them: :mod:`~microtorch.viz.player` (the step-through widget and the panel
-registry), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
+registry), :mod:`~microtorch.viz.alias_sliders` (``alias_player``: sliders for a view's
+offset and strides over the alias picture), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
 :mod:`~microtorch.viz.events` (events in words, the step axis, "step 2 of 21 · event 15"),
 :mod:`~microtorch.viz.timeline` (per-trace facts the memory pictures share, computed once),
 :mod:`~microtorch.viz.figure` (figures outside pyplot, drawn in two layers for the player),
@@ -55,13 +56,13 @@ Nothing is imported until used: ``import microtorch.viz`` costs nothing, and the
 """
 import importlib
 
-_SUBMODULES = ("alias", "arena", "buddy", "conflict_graph", "dot", "events", "figure", "fixed_point", "graph",
+_SUBMODULES = ("alias", "alias_sliders", "arena", "buddy", "conflict_graph", "dot", "events", "figure", "fixed_point", "graph",
                "graph_collapse", "graph_dot", "graph_state", "graph_text", "header", "live_sets", "liveness",
                "mapped", "numa", "packing", "palette", "plan_bars", "player", "pool", "recompute", "refcounts",
                "sequence_player", "sparse", "threads", "timeline")
 _PLAYERS = ("sequence_player", "liveness_player", "packing_player", "instruction_player")
 
-__all__ = ["player", "register_panel", "graph", "arena", "pool", "refcounts", "liveness", "alias",
+__all__ = ["player", "register_panel", "alias_player", "graph", "arena", "pool", "refcounts", "liveness", "alias",
            "palette", "events", "dot"]
 
 
@@ -78,6 +79,8 @@ def __getattr__(name: str):
         globals()["sequence_player"] = module.sequence_player  # the function wins over the module
         globals()[name] = value = getattr(module, name)
         return value
+    if name == "alias_player":
+        return importlib.import_module(".alias_sliders", __name__).alias_player
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

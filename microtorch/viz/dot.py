@@ -200,7 +200,8 @@ class GraphPicture:
         svg = self.svg()
         if svg is not None:
             return svg
-        return "<pre>" + html.escape(f"{self}\n{HINT}") + "</pre>"
+        return ('<pre style="white-space:pre-wrap; word-break:normal; overflow-wrap:break-word">'
+                + html.escape(f"{self}\n{HINT}") + "</pre>")
 
     def __str__(self) -> str:
         return f"{self.title}\n{self.text}" if self.title else self.text

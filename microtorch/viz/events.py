@@ -175,7 +175,7 @@ def describe_event(trace, i: int) -> str:
     if kind == "op":
         out = e["output"]
         result = T(out) if ix.producer.get(out) != e.get("node") or ix.tensor_at(out, i).get("name") \
-            else f"tensor {out} {e['shape']}"
+            else f"a new tensor {e['shape']}" + (" (scalar)" if not e["shape"] else "")
         call = f"{e['op']}({', '.join(T(x) for x in e['inputs'])}) → {result}"
         if e.get("phase") == "backward":
             return f"inside backward: {call} (gradient arithmetic, not a graph node)"

@@ -18,7 +18,9 @@ same moment. ``steps`` chooses what one step is: ``"ops"`` (forward ops, the sta
 backward, each node run, each gradient accumulation — what a student scrubs through),
 ``"events"`` (every event, memory traffic included), a list of event kinds, or a
 predicate on events. ``layout="stacked"`` puts the panels one under the other,
-``layout="side"`` side by side (wrapping onto new rows on narrow screens).
+``layout="side"`` side by side (wrapping onto new rows on narrow screens); in a side layout
+a list inside ``panels`` is one column: ``panels=["graph", ["arena", "liveness"]]`` puts the
+graph beside the arena and the liveness picture stacked.
 
 Panels come from :data:`PANELS` by name: ``graph``, ``arena``, ``pool``, ``refcounts``,
 ``liveness``. Adding a picture is one entry::
@@ -151,6 +153,17 @@ def _panel(p) -> Panel:
 # ---------------------------------------------------------------------------------------------
 # anything displayable -> HTML
 # ---------------------------------------------------------------------------------------------
+#: A text description's layout: wrapped at spaces only. (Jupyter styles output ``<pre>`` with
+#: ``word-break: break-all``, which would cut words — "sa / ving" — at the panel's edge.)
+DESCRIPTION_STYLE = "white-space:pre-wrap; word-break:normal; overflow-wrap:break-word"
+
+
+def description_html(text: str) -> str:
+    """A panel's text description, folded under the picture."""
+    return (f'<details><summary>Text description</summary><pre style="{DESCRIPTION_STYLE}">'
+            f"{html.escape(text)}</pre></details>")
+
+
 _svg_ids = itertools.count(1)
 
 
@@ -192,7 +205,7 @@ def to_html(obj) -> str:
             out = getattr(obj, method)()
             if out is not None:
                 return wrap(out) if wrap else out
-    return "<pre>" + html.escape(str(obj)) + "</pre>"
+    return f'<pre style="{DESCRIPTION_STYLE}">' + html.escape(str(obj)) + "</pre>"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +235,10 @@ class Player:
         if layout not in ("stacked", "side"):
             raise ValueError(f"layout must be 'stacked' or 'side', got {layout!r}")
         self.trace = trace
-        self.panels = [_panel(p) for p in ([panels] if isinstance(panels, str) else panels)]
+        # a list inside `panels` is a column of the side layout (one under the other)
+        columns = [[_panel(q) for q in p] if isinstance(p, (list, tuple)) else [_panel(p)]
+                   for p in ([panels] if isinstance(panels, str) else panels)]
+        self.panels = [p for column in columns for p in column]
         self.options = {p.name: dict((options or {}).get(p.name, {})) for p in self.panels}
         # with no step selected, show the last event — unless the engine did nothing at all
         # (a trace's opening ``baseline`` only describes what was there before)
@@ -256,10 +272,13 @@ class Player:
         self.label = W.HTML(tooltip="What the engine did at this step",
                             layout=W.Layout(width="100%", margin="2px 0 6px 0"))
         side = layout == "side"
+        def shown_alone(p):  # a panel that is a column of the side layout by itself
+            return side and [p] in columns
+
         self.panel_widgets = {
-            p.name: W.HTML(layout=W.Layout(flex="1 1 420px" if side else "0 0 auto", min_width="0",
-                                           width="auto" if side else "100%", overflow="auto",
-                                           margin="0 8px 8px 0" if side else "0 0 8px 0"))
+            p.name: W.HTML(layout=W.Layout(flex="1 1 420px" if shown_alone(p) else "0 0 auto", min_width="0",
+                                           width="auto" if shown_alone(p) else "100%", overflow="auto",
+                                           margin="0 8px 8px 0" if shown_alone(p) else "0 0 8px 0"))
             for p in self.panels}
         self.panel_html: dict[str, str] = {}
         self.slider.observe(self._on_value, names="value")
@@ -267,7 +286,10 @@ class Player:
         controls = W.HBox([self.play, self.back, self.slider, self.forward],
                           layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%"))
         if side:
-            shown = W.HBox(list(self.panel_widgets.values()),
+            shown = W.HBox([self.panel_widgets[c[0].name] if len(c) == 1 else
+                            W.VBox([self.panel_widgets[p.name] for p in c],
+                                   layout=W.Layout(flex="1 1 420px", min_width="0", margin="0 8px 8px 0"))
+                            for c in columns],
                            layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"))
         else:
             shown = W.VBox(list(self.panel_widgets.values()), layout=W.Layout(width="100%"))
@@ -304,7 +326,7 @@ class Player:
         kind = events_of(self.trace)[t]["kind"] if t >= 0 else "-"
         when = step_label(self.trace, t, self.steps) if t >= 0 else f"step {k} of {n}"
         self.label.value = (
-            '<div style="line-height:1.45; white-space:normal; overflow-wrap:anywhere">'
+            '<div style="line-height:1.45; white-space:normal; overflow-wrap:break-word">'
             f"<b>Now</b> — <b>{html.escape(when)}</b> ({html.escape(kind)}): "
             f"{html.escape(describe_event(self.trace, t))}</div>")
         for p in self.panels:
@@ -337,8 +359,7 @@ class Player:
                     f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</pre>")
             text = None
         if text:
-            body += ("<details><summary>Text description</summary><pre style=\"white-space:"
-                     f"pre-wrap\">{html.escape(text)}</pre></details>")
+            body += description_html(text)
         self._cache[key] = body
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
@@ -351,7 +372,8 @@ def player(trace, panels=("graph",), steps="ops", *, start: int | str = 1, inter
 
     ``panels``: registered names (see :data:`PANELS`: ``"graph"``, ``"arena"``, ``"pool"``,
     ``"refcounts"``, ``"liveness"``), :class:`Panel` objects, or render functions
-    ``render(trace, t)``. ``steps``: ``"ops"``, ``"events"``, a list of event kinds, or a
+    ``render(trace, t)``; with ``layout="side"``, a list among them is one column
+    (``["graph", ["arena", "liveness"]]``). ``steps``: ``"ops"``, ``"events"``, a list of event kinds, or a
     predicate. ``start``: the first step shown, counted from 1 (negative counts from the
     end), or an event kind such as ``"backward"``: the first step showing one.
     ``interval``: milliseconds per step when playing. ``options``: per-panel keyword

@@ -39,11 +39,10 @@ from . import palette
 from .events import clamp_step, index, step_label
 from .figure import (DEFAULT_WIDTH, Painter, TextPool, first_that_fits, label_margin, legend_columns, new_figure,
                      remove_all, titles)
-
-HOLDERS_FONT = 8
 from .timeline import as_trace, lanes, timeline
 
 MAX_ROWS = 24
+HOLDERS_FONT = 8  # the "held by" column
 
 
 @dataclass
@@ -399,6 +398,7 @@ class RefcountPainter(Painter):
         scale = f"log scale, full row = {f.max_count}" if f.log_scale else f"full row = {f.max_count}"
         ax.set_title(first_that_fits(ax, [f"{len(f.live)} live (thick lines) · height = refcount ({scale}){more}",
                                           f"{len(f.live)} live (thick lines) · height = refcount ({scale})",
+                                          f"{len(f.live)} live · height = refcount ({scale})",
                                           f"{len(f.live)} live · height = refcount"
                                           + (" (log scale)" if f.log_scale else "")], 9.5, bold=False),
                      loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
