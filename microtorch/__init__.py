@@ -13,16 +13,19 @@
   minimum where clone``; reductions ``sum mean var max min amax amin``; shapes and views
   ``reshape view flatten permute transpose squeeze unsqueeze expand broadcast_to cat stack
   index as_strided diagonal``; ``matmul``; ``softmax log_softmax mse_loss nll_loss
-  cross_entropy``; ``logical_and logical_or logical_not``; ``unbroadcast`` (the sum that
-  undoes a broadcast, what every broadcasting op's backward uses).
+  cross_entropy``; ``floor_divide remainder`` (``//``, ``%``); ``logical_and logical_or
+  logical_not``; ``unbroadcast`` (the sum that undoes a broadcast, what every broadcasting op's
+  backward uses); sparse tensors ``sparse_coo_tensor sparse_csr_tensor``.
 * **Autograd**: ``backward``, ``grad``, ``no_grad`` / ``enable_grad`` /
   ``set_grad_enabled`` / ``is_grad_enabled``, ``Function`` (write your own op),
   ``gradcheck`` (against central differences; ``GradcheckError``).
 * **Recording**: ``with mt.trace() as tr:`` records what the engine does as events
   (a :class:`Trace`): the pictures of ``mt.viz`` replay it.
 * **Subpackages**: ``mt.nn`` (modules), ``mt.optim`` (optimizers over flat buffers),
-  ``mt.data`` (datasets and loaders), ``mt.memory`` (storages, the pool, arenas, alias
-  analysis, in-place planning), ``mt.dtypes``; ``mt.viz`` (pictures and the step-through
+  ``mt.data`` (datasets and loaders), ``mt.memory`` (storages, the pool, arenas, buddy and
+  best-fit allocators, alias analysis, in-place planning, memory planning, the NUMA and
+  unified-memory models), ``mt.sparse`` (sparse tensors and gradients), ``mt.utils``
+  (``mt.utils.checkpoint``: recomputation), ``mt.dtypes``; ``mt.viz`` (pictures and the step-through
   player) and ``mt.exercises`` (the notebooks' checkers) load on first use.
 * **Files and code**: ``save`` / ``load`` (state dicts as ``.npz``), ``show_source``.
 
@@ -72,14 +75,15 @@ __all__ = [
     "maximum", "minimum", "where", "clone", "sum", "mean", "var", "max", "min", "amax", "amin", "reshape",
     "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "broadcast_to", "cat",
     "stack", "index", "as_strided", "diagonal", "matmul", "softmax", "log_softmax", "mse_loss", "nll_loss",
-    "cross_entropy", "logical_and", "logical_or", "logical_not", "unbroadcast",
+    "cross_entropy", "logical_and", "logical_or", "logical_not", "unbroadcast", "floor_divide", "remainder",
+    "sparse_coo_tensor", "sparse_csr_tensor",
     # autograd
     "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Function",
     "gradcheck", "GradcheckError",
     # recording, files, code
     "trace", "Trace", "save", "load", "show_source",
     # subpackages
-    "nn", "optim", "data", "memory", "dtypes",
+    "nn", "optim", "data", "memory", "dtypes", "sparse", "utils",
 ]
 
 _LAZY = ("viz", "exercises")  # imported on first use: the pictures import ipywidgets/graphviz
