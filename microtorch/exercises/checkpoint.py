@@ -15,6 +15,7 @@ import math
 import random
 import time
 
+from ..utils import checkpoint as _api, checkpoint_cost as _cost, checkpoint_schedule as _impl
 from .checking import _call, _fail
 
 ENGINE = ("sqrt_segments", "sqrt_n", "optimal", "brute_force", "schedule", "frontier", "min_peak")
@@ -23,8 +24,6 @@ ENGINE = ("sqrt_segments", "sqrt_n", "optimal", "brute_force", "schedule", "fron
 @contextlib.contextmanager
 def _engine_blocked():
     """The engine's schedule functions raise while the learner's code runs."""
-    from ..utils import checkpoint as api, checkpoint_schedule as impl
-
     def blocked(name):
         def refuse(*args, **kwargs):
             raise RuntimeError(f"write this yourself: mt.utils.checkpoint.{name} is switched off while "
@@ -32,7 +31,7 @@ def _engine_blocked():
         return refuse
 
     saved = {}
-    for module in (api, impl):
+    for module in (_api, _impl):
         for name in ENGINE:
             if hasattr(module, name):
                 saved[(module, name)] = getattr(module, name)
@@ -141,8 +140,7 @@ def reference_optimum(layers, budget):
 
 
 def _chain(layers):
-    from ..utils.checkpoint_cost import Chain, Layer
-
+    Chain, Layer = _cost.Chain, _cost.Layer
     return Chain([Layer(float(f), s, o, w, 0.0, f"layer {i}") for i, (f, s, o, w) in enumerate(layers)], "units")
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from .. import grad_mode
 from ..memory import placement
 from ..memory import trace as _trace
+from ..nn import Linear, Sequential
 from ..tensor import Tensor
 
 
@@ -209,8 +210,6 @@ def flops_model(layers, x: Tensor) -> Chain:
 def _walk(layer, x: Tensor) -> tuple:
     """``(FLOPs, saves its input, saves its output, bytes saved inside, workspace elements,
     output)`` of one layer (a block: its layers in turn)."""
-    from ..nn import Linear, Sequential
-
     if isinstance(layer, Sequential):
         parts = []
         for sub in layer:

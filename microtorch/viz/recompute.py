@@ -113,12 +113,13 @@ def render_frontier(chain, budgets=None, measured=None, points=None, width: floa
                     markersize=8, linestyle="none", color=colour, label=f"{k}, measured (ms)",
                     gid=f"frontier-measured-{k}")
     ax.axvline(f.infeasible_below, color=palette.color("dead"), linestyle=":", linewidth=1.2)
-    ax.annotate("no schedule fits\nbelow this", (f.infeasible_below, 1), xycoords=("data", "axes fraction"),
-                xytext=(4, -4), textcoords="offset points", va="top", fontsize=8, color="#555555")
+    ax.annotate("no schedule fits\nbelow this", (f.infeasible_below, 0), xycoords=("data", "axes fraction"),
+                xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom", fontsize=8, color="#555555")
     top = max([c[1] for c in f.curve] + [p for p, _ in f.points.values()] +
               [p for items in f.measured.values() for p, _ in items] + [1])
     ax.set_xlim(0, top * 1.08)
     ax.set_xticks(*byte_ticks(top * 1.08, 6))
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("peak bytes of the step (above what was live before it)")
     ax.set_ylabel(f"step time ({unit})")
     ax.spines[["top", "right"]].set_visible(False)
