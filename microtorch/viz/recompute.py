@@ -290,14 +290,15 @@ def render_schedule(sched, trace=None, plain_trace=None, width: float = DEFAULT_
 
 def budget_player(frames, plain_trace=None, width: float = DEFAULT_WIDTH):
     """A slider over budgets: ``frames`` is a list of ``(schedule, trace)`` (one recorded step
-    per schedule, in budget order); each position shows :func:`render_schedule` and its words.
+    per schedule, in budget order; it starts at the first, the tightest); each position shows
+    :func:`render_schedule` and its words.
     Returns an ipywidgets box (its ``.frames`` and ``.show(i)`` for tests)."""
     import ipywidgets as widgets
 
     if not frames:
         raise ValueError("budget_player: give at least one (schedule, trace) frame")
     labels = [fmt_bytes(s.budget) if s.budget is not None else s.method for s, _ in frames]
-    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(frames)))), value=len(frames) - 1,
+    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(frames)))), value=0,
                                      description="budget", continuous_update=False,
                                      layout=widgets.Layout(width="90%"))
     picture = widgets.HTML()
