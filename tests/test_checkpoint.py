@@ -279,6 +279,8 @@ def test_recompute_events_in_the_trace():
     assert "recomputes" in describe_event(tr, rc[0]["step"])
     assert "recomputed" in describe_event(tr, rc[1]["step"])
     assert "checkpoint" in describe_event(tr, ck[1]["step"])
+    from microtorch.viz import graph
+    assert "3 op(s) rerun by a checkpoint's recomputation" in graph.describe(tr, rc[1]["step"])
 
 
 def test_trace_with_recompute_events_saves_and_loads(tmp_path):
