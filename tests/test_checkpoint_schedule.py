@@ -132,3 +132,13 @@ def test_run_schedule_gives_the_plain_gradients():
     plain = grads([(0, 5, False)])
     for segs in ([(0, 2, True), (2, 5, False)], [(0, 1, True), (1, 3, True), (3, 5, True)]):
         assert all(np.array_equal(a, b) for a, b in zip(plain, grads(segs)))
+
+
+def test_schedule_measures_a_model_given_an_input():
+    blocks = _mlp_blocks(4, 8)
+    x = mt.randn(4, 8)
+    seq = mt.nn.Sequential(*blocks)
+    plain = C.schedule(seq, math.inf, method="none", input=x, repeat=1)
+    s = C.schedule(seq, C.min_peak(plain.chain), input=x, repeat=1)
+    assert s.fits and s.checkpointed and s.method == "optimal"
+    assert len(s.chain) == 4 and s.chain[0].saved == 4 * 8 * 4
