@@ -42,7 +42,8 @@ def test_sqrt_n_on_the_textbook_chain():
     s = C.sqrt_n(chain)
     assert [c for _, _, c in s.segments] == [True] * 7 + [False]
     assert s.recompute == 56  # every layer but the last segment's, once more
-    # kept: 7 segment outputs and the last segment's 8 layers; recomputing one segment adds 8
+    # kept: 7 segment outputs and the last segment's 8 layers; recomputing one segment adds 7
+    # (its 8 layers' saved bytes but its output, kept already)
     assert s.peak == (7 + 8) * 10 + 0
     plain = C.no_checkpoint(chain)
     assert plain.peak == 640 and plain.recompute == 0

@@ -8,10 +8,12 @@ layers when backward reaches it. The model (:func:`predict`), with the layer cos
 
 * kept(s) = Σ saved over the layers of s  (plain),   output of its last layer  (checkpointed)
 * peak    = max over segments s of  Σ kept(s') for s' up to s  +  recomputed(s)  +  workspace(s)
-  where recomputed(s) = Σ saved over s's layers if s is checkpointed, else 0, and
-  workspace(s) = the largest workspace of its layers — backward runs the segments last
-  to first, and when it is at s the later ones have freed their bytes;
-* time    = Σ forward + Σ backward  +  Σ forward over the checkpointed layers.
+  where recomputed(s) = Σ saved over s's layers minus its output (kept already: the last
+  layer's min(saved, output)) if s is checkpointed, else 0, and workspace(s) = the largest
+  workspace of its layers — backward runs the segments last to first, and when it is at s
+  the later ones have freed their bytes;
+* time    = Σ forward + Σ backward  +  Σ forward over the checkpointed layers (an upper
+  bound: a rerun stops once it has remade what backward needs, often before the last layer).
 
 :func:`sqrt_n` is Chen et al.'s schedule (2016): about √n segments of √n layers, all but
 the last checkpointed — kept bytes O(√n) for one extra forward. :func:`optimal` is an exact
@@ -82,11 +84,18 @@ def predict(chain: Chain, segments, method: str = "", budget=None) -> Schedule:
         saved = sum(layer.saved for layer in inside)
         kept += inside[-1].output if ckpt else saved
         work = max(layer.workspace for layer in inside)
-        peak = max(peak, kept + (saved if ckpt else 0) + work)
+        peak = max(peak, kept + (_recomputed(inside, saved) if ckpt else 0) + work)
         if ckpt:
             recompute += sum(layer.forward for layer in inside)
     base = sum(layer.forward + layer.backward for layer in layers)
     return Schedule(segs, peak, base + recompute, recompute, method, budget, chain)
+
+
+def _recomputed(inside, saved: int) -> int:
+    """Bytes a checkpointed segment recomputes: what its layers save, except its output —
+    kept anyway (the next segment's input), so if the last layer saved it, it is not made again."""
+    last = inside[-1]
+    return saved - min(last.saved, last.output)
 
 
 def sqrt_segments(n: int) -> list[tuple[int, int]]:
@@ -139,10 +148,11 @@ def optimal(chain: Chain, budget: float) -> Schedule | None:
         for i in range(j + 1, n + 1):
             work = max(work, layers[i - 1].workspace)
             saved = prefix_saved[i] - prefix_saved[j]
+            again = saved - min(layers[i - 1].saved, layers[i - 1].output)  # see _recomputed
             for kept, (t, _, _) in list(frontier[j].items()):
                 for ckpt in (False, True):
                     k2 = kept + (layers[i - 1].output if ckpt else saved)
-                    if k2 + (saved if ckpt else 0) + work > budget:
+                    if k2 + (again if ckpt else 0) + work > budget:
                         continue
                     t2 = t + (prefix_fwd[i] - prefix_fwd[j] if ckpt else 0.0)
                     old = frontier[i].get(k2)
