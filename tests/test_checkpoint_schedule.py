@@ -101,6 +101,25 @@ def test_measured_bytes_and_flops_model_agree():
     assert [l.output for l in measured] == [act] * 6
     assert flops[0].forward == 2 * 8 * 16 * 16 + 8 * 16  # the matmul and the ReLU
     assert all(l.forward > 0 and l.backward > 0 for l in measured)
+    # a Linear+ReLU block after another needs no rerun as a segment's last layer; a Linear
+    # after a Linear does (its input is saved by it alone)
+    assert [l.rerun_free for l in measured] == [False] + [True] * 5 == [l.rerun_free for l in flops]
+    linears = [mt.nn.Linear(16, 16) for _ in range(3)]
+    assert [l.rerun_free for l in C.layer_costs(linears, x, repeat=1)] == [False] * 3
+
+
+def test_early_stop_runs_what_the_model_says():
+    """The rerun of a checkpointed block segment stops before its last block: the trace's
+    recompute ops are the model's recomputed layers minus the rerun-free last one."""
+    blocks = _mlp_blocks(6)
+    x = mt.randn(8, 16)
+    chain = C.layer_costs(blocks, x, repeat=1)
+    s = C.predict(chain, [(0, 4, True), (4, 6, False)])
+    assert s.recompute == pytest.approx(sum(l.forward for l in chain[0:3]))
+    tr = C.trace_step(blocks, s, x)
+    begin, end = [e["step"] for e in tr.filter("recompute")]
+    ops = [e["op"] for e in tr.events[begin:end] if e["kind"] == "op"]
+    assert ops == ["Linear", "Relu"] * 2 + ["Linear"]  # blocks 0, 1 and block 2's Linear; its ReLU stopped it
 
 
 @pytest.mark.parametrize("method", ["none", "sqrt", "optimal"])

@@ -12,8 +12,10 @@ layers when backward reaches it. The model (:func:`predict`), with the layer cos
   layer's min(saved, output)) if s is checkpointed, else 0, and workspace(s) = the largest
   workspace of its layers — backward runs the segments last to first, and when it is at s
   the later ones have freed their bytes;
-* time    = Σ forward + Σ backward  +  Σ forward over the checkpointed layers (an upper
-  bound: a rerun stops once it has remade what backward needs, often before the last layer).
+* time    = Σ forward + Σ backward  +  Σ forward over the checkpointed layers — but a
+  segment's last layer when it is ``rerun_free``: the rerun stops once it has remade what
+  backward needs, and nothing of that layer is needed (a Linear + ReLU block: its ReLU's
+  output is the segment's output, its Linear's input is the block before's saved output).
 
 :func:`sqrt_n` is Chen et al.'s schedule (2016): about √n segments of √n layers, all but
 the last checkpointed — kept bytes O(√n) for one extra forward. :func:`optimal` is an exact
@@ -86,7 +88,7 @@ def predict(chain: Chain, segments, method: str = "", budget=None) -> Schedule:
         work = max(layer.workspace for layer in inside)
         peak = max(peak, kept + (_recomputed(inside, saved) if ckpt else 0) + work)
         if ckpt:
-            recompute += sum(layer.forward for layer in inside)
+            recompute += _rerun_time(inside)
     base = sum(layer.forward + layer.backward for layer in layers)
     return Schedule(segs, peak, base + recompute, recompute, method, budget, chain)
 
@@ -96,6 +98,13 @@ def _recomputed(inside, saved: int) -> int:
     kept anyway (the next segment's input), so if the last layer saved it, it is not made again."""
     last = inside[-1]
     return saved - min(last.saved, last.output)
+
+
+def _rerun_time(inside) -> float:
+    """Time to recompute a checkpointed segment: its layers' forward, but the last one's if
+    the rerun can stop before it (``rerun_free``: nothing of it is needed again)."""
+    t = sum(layer.forward for layer in inside)
+    return t - inside[-1].forward if inside[-1].rerun_free and len(inside) > 1 else t
 
 
 def sqrt_segments(n: int) -> list[tuple[int, int]]:
@@ -149,12 +158,15 @@ def optimal(chain: Chain, budget: float) -> Schedule | None:
             work = max(work, layers[i - 1].workspace)
             saved = prefix_saved[i] - prefix_saved[j]
             again = saved - min(layers[i - 1].saved, layers[i - 1].output)  # see _recomputed
+            rerun = prefix_fwd[i] - prefix_fwd[j]
+            if layers[i - 1].rerun_free and i - j > 1:  # see _rerun_time
+                rerun -= layers[i - 1].forward
             for kept, (t, _, _) in list(frontier[j].items()):
                 for ckpt in (False, True):
                     k2 = kept + (layers[i - 1].output if ckpt else saved)
                     if k2 + (again if ckpt else 0) + work > budget:
                         continue
-                    t2 = t + (prefix_fwd[i] - prefix_fwd[j] if ckpt else 0.0)
+                    t2 = t + (rerun if ckpt else 0.0)
                     old = frontier[i].get(k2)
                     if old is None or t2 < old[0]:
                         frontier[i][k2] = (t2, (j, kept), (j, i, ckpt))
