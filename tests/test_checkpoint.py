@@ -195,9 +195,9 @@ def test_bad_arguments_are_refused():
 def test_recomputation_that_saves_differently_is_an_error():
     calls = []
 
-    def fickle(z):
+    def fickle(z):  # first: tanh's output is saved inside the region; then: nothing is
         calls.append(1)
-        return z.tanh() if len(calls) == 1 else z.tanh().tanh()
+        return z.tanh().exp() if len(calls) == 1 else z + 1
 
     x = mt.randn(3, requires_grad=True)
     out = checkpoint(fickle, x, use_reentrant=False).sum()
@@ -206,7 +206,7 @@ def test_recomputation_that_saves_differently_is_an_error():
 
     def reshaped(z):
         calls.append(1)
-        return z.tanh() if len(calls) % 2 else z[:2].tanh()
+        return z.tanh().exp() if len(calls) % 2 else z[:2].tanh().exp()
 
     calls.clear()
     out = checkpoint(reshaped, x, use_reentrant=False).sum()
@@ -271,7 +271,11 @@ def test_recompute_events_in_the_trace():
     inside = tr.events[rc[0]["step"] + 1: rc[1]["step"]]
     ops = [e for e in inside if e["kind"] == "op"]
     assert ops and all(e["phase"] == "recompute" for e in ops)
-    assert [e["op"] for e in ops] == ["Linear", "Relu", "Linear"]  # segment 1 of 2: layers 0..2
+    # segment 1 of 2 is layers 0..2 (Linear, ReLU, Linear): its only saved bytes of its own are
+    # the ReLU's output, so the rerun stops inside that ReLU (early stop): the Linear after it,
+    # whose output is the segment's output (alive anyway), is not run again
+    assert [e["op"] for e in ops] == ["Linear"] and rc[1]["stopped_early"]
+    assert [e["kind"] for e in inside].count("alloc") == 2  # the Linear's result and the ReLU's
     # every picture's replay reads the trace; the liveness curve has the recompute bump
     live = tr.live_bytes()
     assert max(live[rc[0]["step"]: rc[1]["step"] + 1]) > live[rc[0]["step"]]
@@ -279,6 +283,8 @@ def test_recompute_events_in_the_trace():
     assert "recomputes" in describe_event(tr, rc[0]["step"])
     assert "recomputed" in describe_event(tr, rc[1]["step"])
     assert "checkpoint" in describe_event(tr, ck[1]["step"])
+    from microtorch.viz import graph
+    assert "1 op(s) rerun by a checkpoint's recomputation" in graph.describe(tr, rc[1]["step"])
 
 
 def test_trace_with_recompute_events_saves_and_loads(tmp_path):

@@ -42,7 +42,8 @@ def test_sqrt_n_on_the_textbook_chain():
     s = C.sqrt_n(chain)
     assert [c for _, _, c in s.segments] == [True] * 7 + [False]
     assert s.recompute == 56  # every layer but the last segment's, once more
-    # kept: 7 segment outputs and the last segment's 8 layers; recomputing one segment adds 8
+    # kept: 7 segment outputs and the last segment's 8 layers; recomputing one segment adds 7
+    # (its 8 layers' saved bytes but its output, kept already)
     assert s.peak == (7 + 8) * 10 + 0
     plain = C.no_checkpoint(chain)
     assert plain.peak == 640 and plain.recompute == 0
@@ -100,6 +101,25 @@ def test_measured_bytes_and_flops_model_agree():
     assert [l.output for l in measured] == [act] * 6
     assert flops[0].forward == 2 * 8 * 16 * 16 + 8 * 16  # the matmul and the ReLU
     assert all(l.forward > 0 and l.backward > 0 for l in measured)
+    # a Linear+ReLU block after another needs no rerun as a segment's last layer; a Linear
+    # after a Linear does (its input is saved by it alone)
+    assert [l.rerun_free for l in measured] == [False] + [True] * 5 == [l.rerun_free for l in flops]
+    linears = [mt.nn.Linear(16, 16) for _ in range(3)]
+    assert [l.rerun_free for l in C.layer_costs(linears, x, repeat=1)] == [False] * 3
+
+
+def test_early_stop_runs_what_the_model_says():
+    """The rerun of a checkpointed block segment stops before its last block: the trace's
+    recompute ops are the model's recomputed layers minus the rerun-free last one."""
+    blocks = _mlp_blocks(6)
+    x = mt.randn(8, 16)
+    chain = C.layer_costs(blocks, x, repeat=1)
+    s = C.predict(chain, [(0, 4, True), (4, 6, False)])
+    assert s.recompute == pytest.approx(sum(l.forward for l in chain[0:3]))
+    tr = C.trace_step(blocks, s, x)
+    begin, end = [e["step"] for e in tr.filter("recompute")]
+    ops = [e["op"] for e in tr.events[begin:end] if e["kind"] == "op"]
+    assert ops == ["Linear", "Relu"] * 2 + ["Linear"]  # blocks 0, 1 and block 2's Linear; its ReLU stopped it
 
 
 @pytest.mark.parametrize("method", ["none", "sqrt", "optimal"])
@@ -132,3 +152,13 @@ def test_run_schedule_gives_the_plain_gradients():
     plain = grads([(0, 5, False)])
     for segs in ([(0, 2, True), (2, 5, False)], [(0, 1, True), (1, 3, True), (3, 5, True)]):
         assert all(np.array_equal(a, b) for a, b in zip(plain, grads(segs)))
+
+
+def test_schedule_measures_a_model_given_an_input():
+    blocks = _mlp_blocks(4, 8)
+    x = mt.randn(4, 8)
+    seq = mt.nn.Sequential(*blocks)
+    plain = C.schedule(seq, math.inf, method="none", input=x, repeat=1)
+    s = C.schedule(seq, C.min_peak(plain.chain), input=x, repeat=1)
+    assert s.fits and s.checkpointed and s.method == "optimal"
+    assert len(s.chain) == 4 and s.chain[0].saved == 4 * 8 * 4

@@ -104,7 +104,8 @@ def good_dp(chain, budget, count_recompute=True, count_work=True, allow_plain=Tr
             for kept, (t, segs) in list(best[j].items()):
                 for ckpt in ((False, True) if allow_plain else (True,)):
                     k2 = kept + (inside[-1][2] if ckpt else saved)
-                    peak = k2 + (saved if ckpt and count_recompute else 0) + work
+                    again = saved - min(inside[-1][1], inside[-1][2])
+                    peak = k2 + (again if ckpt and count_recompute else 0) + work
                     if peak > budget or (strict and peak == budget):
                         continue
                     t2 = t + (sum(l[0] for l in inside) if ckpt else 0)

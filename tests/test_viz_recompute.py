@@ -73,10 +73,10 @@ def test_budget_player_moves_the_picture(setup):
     budgets = [C.min_peak(chain), C.no_checkpoint(chain).peak]
     frames = [(C.optimal(chain, b), C.trace_step(blocks, C.optimal(chain, b), x)) for b in budgets]
     box = R.budget_player(frames, frames[-1][1])
-    last = box.picture.value
-    assert "<svg" in last and "budget" in box.words.value
-    box.slider.value = 0
-    assert box.picture.value != last
-    assert "recomputed" in box.words.value
+    first = box.picture.value
+    assert "<svg" in first and "budget" in box.words.value and "recomputed" in box.words.value
+    box.slider.value = 1
+    assert box.picture.value != first
+    assert "0 of 9 layers run twice" in box.words.value
     with pytest.raises(ValueError, match="at least one"):
         R.budget_player([])

@@ -118,8 +118,10 @@ KINDS = {
                   "backward); at begin inputs, at end outputs (tensor ids), dropped (saved tensors left "
                   "to recomputation) and dropped_bytes",
     "recompute": "backward reran a checkpointed region: stage ('begin' or 'end'), checkpoint, fn, "
-                 "tensors (how many saved tensors it refills), kept_bytes; at end recomputed_bytes. "
-                 "The rerun's ops in between have phase 'recompute'",
+                 "tensors (how many saved tensors it refills), kept_bytes; at end recomputed_bytes and "
+                 "stopped_early (True: the rerun stopped inside the op that saved the last tensor needed; "
+                 "that op's result was computed, its op event is not recorded). The rerun's ops in "
+                 "between have phase 'recompute'",
 }
 
 _tensor_ids = itertools.count(1)

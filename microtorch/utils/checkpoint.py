@@ -20,24 +20,31 @@ Leaving ``use_reentrant`` out warns and picks ``True``, PyTorch's current behavi
 
 ``checkpoint_sequential(functions, segments, input)`` cuts a chain into ``segments`` pieces
 and checkpoints all but the last. ``schedule(chain, budget_bytes)`` picks where to cut from
-a cost model (:mod:`microtorch.utils.checkpoint_schedule`).
+a cost model (:mod:`microtorch.utils.checkpoint_cost`, :mod:`microtorch.utils.checkpoint_schedule`);
+``run_schedule`` runs a chain that way, ``measure`` and ``trace_step`` measure and record it.
+
+The random state kept is the default generator's (``mt.manual_seed``), as PyTorch keeps its
+default generators': a layer with its own ``generator=`` draws anew on recomputation.
 """
 from __future__ import annotations
 
+import math
+import time
 import warnings
 
 import numpy as np
 
 from .. import autograd, grad_mode
 from ..creation import default_generator
+from ..memory import placement
 from ..memory import trace as _trace
 from ..node import Function
 from ..tensor import Tensor
 from .recompute import Frame, _name, rng_state, set_rng_state
 from .checkpoint_cost import (Chain, Layer, chain_of, flops_model, layer_costs, measure_layer,
                               store_or_recompute)
-from .checkpoint_schedule import (Schedule, brute_force, frontier, measure, min_peak, no_checkpoint,
-                                  optimal, predict, run_schedule, schedule, sqrt_n, sqrt_segments, trace_step)
+from .checkpoint_schedule import (Schedule, _check_segments, brute_force, frontier, min_peak, no_checkpoint,
+                                  optimal, predict, schedule, sqrt_n, sqrt_segments)
 
 __all__ = ["Chain", "CheckpointFunction", "Layer", "Schedule", "brute_force", "chain_of", "checkpoint",
            "checkpoint_sequential", "flops_model", "frontier", "layer_costs", "measure", "measure_layer",
@@ -110,6 +117,81 @@ def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool |
         input = checkpoint(run(start, stop), input, use_reentrant=use_reentrant,
                            preserve_rng_state=preserve_rng_state)
     return run(stop, len(functions))(input)
+
+
+# --------------------------------------------------------------------------------------------
+# running a schedule, and measuring it
+# --------------------------------------------------------------------------------------------
+def run_schedule(layers, sched, input, use_reentrant: bool = False):
+    """Run the chain's layers on ``input`` following ``sched`` (a :class:`Schedule` or its
+    segments): each checkpointed segment through :func:`~microtorch.utils.checkpoint.checkpoint`."""
+    layers = list(layers.children()) if hasattr(layers, "children") else list(layers)
+    segs = _check_segments(len(layers), sched.segments if isinstance(sched, Schedule) else sched)
+    x = input
+    for a, b, ckpt in segs:
+        run = _piece(layers, a, b)
+        x = checkpoint(run, x, use_reentrant=use_reentrant) if ckpt else run(x)
+    return x
+
+
+def _piece(layers, a: int, b: int):
+    def forward(x):
+        for f in layers[a:b]:
+            x = f(x)
+        return x
+    forward.__qualname__ = f"layers {a}..{b - 1}"
+    return forward
+
+
+def measure(layers, sched, input, loss=None, repeat: int = 3, use_reentrant: bool = False) -> dict:
+    """Run forward + backward with ``sched`` and measure it with the allocators' counters:
+    ``kept_bytes`` (live after forward minus before: what is kept for backward),
+    ``peak_bytes`` (the allocator's peak over the step minus what was live before — what
+    the model's peak predicts), and ``time`` (best of ``repeat`` steps, seconds).
+
+    Parameters' ``.grad`` are allocated before measuring (a first step), so the bytes are
+    the step's own. ``loss`` maps the output to a scalar (default: its sum).
+    """
+    loss = loss or (lambda y: y.sum())
+    params = [p for f in (layers.children() if hasattr(layers, "children") else layers)
+              if hasattr(f, "parameters") for p in f.parameters()]
+
+    def step():
+        y = run_schedule(layers, sched, input, use_reentrant)
+        kept = placement.live_bytes
+        loss(y).backward()
+        return kept
+
+    step()  # gradients get their buffers; caches warm up
+    best, kept_bytes, peak_bytes = math.inf, 0, 0
+    for _ in range(repeat):
+        for p in params:
+            if p.grad is not None:
+                p.grad._data.fill(0)
+        before = placement.live_bytes
+        placement.reset_peak()
+        t0 = time.perf_counter()
+        kept = step()
+        best = min(best, time.perf_counter() - t0)
+        kept_bytes, peak_bytes = kept - before, placement.peak_bytes - before
+    return {"kept_bytes": kept_bytes, "peak_bytes": peak_bytes, "time": best}
+
+
+def trace_step(layers, sched, input, loss=None, use_reentrant: bool = False):
+    """One forward + backward with ``sched``, recorded (``mt.trace()``): the trace the
+    pictures read (the live bytes of the step, its ``checkpoint`` and ``recompute`` events).
+    A first, unrecorded step gives the parameters their ``.grad`` (zeroed before the
+    recorded one), as in :func:`measure`."""
+    loss = loss or (lambda y: y.sum())
+    loss(run_schedule(layers, sched, input, use_reentrant)).backward()  # parameters get their .grad
+    for f in (layers.children() if hasattr(layers, "children") else layers):
+        for p in (f.parameters() if hasattr(f, "parameters") else ()):
+            if p.grad is not None:
+                p.grad._data.fill(0)
+    with _trace.record() as tr:
+        y = run_schedule(layers, sched, input, use_reentrant)  # (held through backward, as in a training loop)
+        loss(y).backward()
+    return tr
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,12 +28,15 @@ import numpy as np
 from .. import grad_mode
 from ..memory import placement
 from ..memory import trace as _trace
+from ..nn import Linear, Sequential
 from ..tensor import Tensor
 
 
 @dataclass(frozen=True)
 class Layer:
-    """One layer's costs (times in seconds, or FLOPs; sizes in bytes)."""
+    """One layer's costs (times in seconds, or FLOPs; sizes in bytes). ``rerun_free``: a
+    recomputation ending with this layer need not run it — it saves nothing of its own but
+    its output (kept anyway) and an input the layer before saved too (ReLU then Linear)."""
 
     forward: float
     saved: int
@@ -41,6 +44,7 @@ class Layer:
     workspace: int = 0
     backward: float = 0.0
     name: str = ""
+    rerun_free: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,11 +140,13 @@ def layer_costs(layers, x: Tensor, repeat: int = 5) -> Chain:
     x = x.detach()
     x.requires_grad = True
     with _trace.record() as tr:
-        bounds, y = [len(tr.events)], x
+        bounds, y, outs = [len(tr.events)], x, [x._storage.id]
         for layer in layers:
             y = layer(y)
             bounds.append(len(tr.events))
+            outs.append(y._storage.id)
     saved = _saved_by_span(tr.events, bounds)
+    free = _rerun_free(tr.events, bounds, outs)
     del y, tr
     out = []
     x0 = x
@@ -166,7 +172,22 @@ def layer_costs(layers, x: Tensor, repeat: int = 5) -> Chain:
     for layer in layers:
         for p in _parameters(layer):
             p.grad = None
-    return Chain([replace(c, forward=f, backward=backward * c.backward / own) for c, f in zip(out, forward)], "s")
+    return Chain([replace(c, forward=f, backward=backward * c.backward / own, rerun_free=r)
+                  for c, f, r in zip(out, forward, free)], "s")
+
+
+def _rerun_free(events: list, bounds: list, outs: list) -> list[bool]:
+    """For each layer: does it save nothing but its output, parameters, and an input the
+    layer before saved too? (``outs[i]``: the storage of layer i's input, ``outs[i+1]`` its output.)"""
+    made = [{e["storage"] for e in events[a:b] if e["kind"] == "alloc"} for a, b in zip(bounds, bounds[1:])]
+    saves = [{sid for e in events[a:b] if e["kind"] == "op" and e.get("phase") == "forward"
+              for sid in e.get("saved") or ()} for a, b in zip(bounds, bounds[1:])]
+    out = []
+    for i, s in enumerate(saves):
+        own = (s & made[i]) - {outs[i + 1]}
+        needs_input = outs[i] in s and (i == 0 or outs[i] not in saves[i - 1])
+        out.append(not own and not needs_input)
+    return out
 
 
 def _saved_by_span(events: list, bounds: list) -> list[int]:
@@ -197,20 +218,19 @@ def flops_model(layers, x: Tensor) -> Chain:
             walked.append(_walk(layer, x))
             x = walked[-1][-1]
     out = []
-    for i, (layer, (fwd, _, saves_output, inner, work, y)) in enumerate(zip(layers, walked)):
+    for i, (layer, (fwd, saves_input, saves_output, inner, work, y)) in enumerate(zip(layers, walked)):
         nbytes = y._data.nbytes
         next_saves_input = i + 1 < len(walked) and walked[i + 1][1]
         saved = inner + (nbytes if (saves_output or next_saves_input) else 0)
+        rerun_free = inner == 0 and (not saves_input or (i > 0 and walked[i - 1][2]))
         out.append(Layer(fwd, saved, nbytes, work * y.dtype.itemsize + 2 * nbytes, 2.0 * fwd,
-                         _layer_name(layer, i)))
+                         _layer_name(layer, i), rerun_free))
     return Chain(out, "FLOPs")
 
 
 def _walk(layer, x: Tensor) -> tuple:
     """``(FLOPs, saves its input, saves its output, bytes saved inside, workspace elements,
     output)`` of one layer (a block: its layers in turn)."""
-    from ..nn import Linear, Sequential
-
     if isinstance(layer, Sequential):
         parts = []
         for sub in layer:

@@ -8,10 +8,14 @@ layers when backward reaches it. The model (:func:`predict`), with the layer cos
 
 * kept(s) = Σ saved over the layers of s  (plain),   output of its last layer  (checkpointed)
 * peak    = max over segments s of  Σ kept(s') for s' up to s  +  recomputed(s)  +  workspace(s)
-  where recomputed(s) = Σ saved over s's layers if s is checkpointed, else 0, and
-  workspace(s) = the largest workspace of its layers — backward runs the segments last
-  to first, and when it is at s the later ones have freed their bytes;
-* time    = Σ forward + Σ backward  +  Σ forward over the checkpointed layers.
+  where recomputed(s) = Σ saved over s's layers minus its output (kept already: the last
+  layer's min(saved, output)) if s is checkpointed, else 0, and workspace(s) = the largest
+  workspace of its layers — backward runs the segments last to first, and when it is at s
+  the later ones have freed their bytes;
+* time    = Σ forward + Σ backward  +  Σ forward over the checkpointed layers — but a
+  segment's last layer when it is ``rerun_free``: the rerun stops once it has remade what
+  backward needs, and nothing of that layer is needed (a Linear + ReLU block: its ReLU's
+  output is the segment's output, its Linear's input is the block before's saved output).
 
 :func:`sqrt_n` is Chen et al.'s schedule (2016): about √n segments of √n layers, all but
 the last checkpointed — kept bytes O(√n) for one extra forward. :func:`optimal` is an exact
@@ -22,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from dataclasses import dataclass, field
 
 from .checkpoint_cost import Chain, layer_costs
@@ -83,11 +86,25 @@ def predict(chain: Chain, segments, method: str = "", budget=None) -> Schedule:
         saved = sum(layer.saved for layer in inside)
         kept += inside[-1].output if ckpt else saved
         work = max(layer.workspace for layer in inside)
-        peak = max(peak, kept + (saved if ckpt else 0) + work)
+        peak = max(peak, kept + (_recomputed(inside, saved) if ckpt else 0) + work)
         if ckpt:
-            recompute += sum(layer.forward for layer in inside)
+            recompute += _rerun_time(inside)
     base = sum(layer.forward + layer.backward for layer in layers)
     return Schedule(segs, peak, base + recompute, recompute, method, budget, chain)
+
+
+def _recomputed(inside, saved: int) -> int:
+    """Bytes a checkpointed segment recomputes: what its layers save, except its output —
+    kept anyway (the next segment's input), so if the last layer saved it, it is not made again."""
+    last = inside[-1]
+    return saved - min(last.saved, last.output)
+
+
+def _rerun_time(inside) -> float:
+    """Time to recompute a checkpointed segment: its layers' forward, but the last one's if
+    the rerun can stop before it (``rerun_free``: nothing of it is needed again)."""
+    t = sum(layer.forward for layer in inside)
+    return t - inside[-1].forward if inside[-1].rerun_free and len(inside) > 1 else t
 
 
 def sqrt_segments(n: int) -> list[tuple[int, int]]:
@@ -140,12 +157,16 @@ def optimal(chain: Chain, budget: float) -> Schedule | None:
         for i in range(j + 1, n + 1):
             work = max(work, layers[i - 1].workspace)
             saved = prefix_saved[i] - prefix_saved[j]
+            again = saved - min(layers[i - 1].saved, layers[i - 1].output)  # see _recomputed
+            rerun = prefix_fwd[i] - prefix_fwd[j]
+            if layers[i - 1].rerun_free and i - j > 1:  # see _rerun_time
+                rerun -= layers[i - 1].forward
             for kept, (t, _, _) in list(frontier[j].items()):
                 for ckpt in (False, True):
                     k2 = kept + (layers[i - 1].output if ckpt else saved)
-                    if k2 + (saved if ckpt else 0) + work > budget:
+                    if k2 + (again if ckpt else 0) + work > budget:
                         continue
-                    t2 = t + (prefix_fwd[i] - prefix_fwd[j] if ckpt else 0.0)
+                    t2 = t + (rerun if ckpt else 0.0)
                     old = frontier[i].get(k2)
                     if old is None or t2 < old[0]:
                         frontier[i][k2] = (t2, (j, kept), (j, i, ckpt))
@@ -235,81 +256,3 @@ def min_peak(chain: Chain) -> float:
 def frontier(chain: Chain, budgets) -> list[Schedule | None]:
     """The optimal schedule for each budget: the predicted memory/time trade-off curve."""
     return [optimal(chain, b) for b in budgets]
-
-
-def run_schedule(layers, sched, input, use_reentrant: bool = False):
-    """Run the chain's layers on ``input`` following ``sched`` (a :class:`Schedule` or its
-    segments): each checkpointed segment through :func:`~microtorch.utils.checkpoint.checkpoint`."""
-    from .checkpoint import checkpoint
-
-    layers = list(layers.children()) if hasattr(layers, "children") else list(layers)
-    segs = _check_segments(len(layers), sched.segments if isinstance(sched, Schedule) else sched)
-    x = input
-    for a, b, ckpt in segs:
-        run = _piece(layers, a, b)
-        x = checkpoint(run, x, use_reentrant=use_reentrant) if ckpt else run(x)
-    return x
-
-
-def _piece(layers, a: int, b: int):
-    def forward(x):
-        for f in layers[a:b]:
-            x = f(x)
-        return x
-    forward.__qualname__ = f"layers {a}..{b - 1}"
-    return forward
-
-
-def measure(layers, sched, input, loss=None, repeat: int = 3, use_reentrant: bool = False) -> dict:
-    """Run forward + backward with ``sched`` and measure it with the allocators' counters:
-    ``kept_bytes`` (live after forward minus before: what is kept for backward),
-    ``peak_bytes`` (the allocator's peak over the step minus what was live before — what
-    the model's peak predicts), and ``time`` (best of ``repeat`` steps, seconds).
-
-    Parameters' ``.grad`` are allocated before measuring (a first step), so the bytes are
-    the step's own. ``loss`` maps the output to a scalar (default: its sum).
-    """
-    from ..memory import placement
-
-    loss = loss or (lambda y: y.sum())
-    params = [p for f in (layers.children() if hasattr(layers, "children") else layers)
-              if hasattr(f, "parameters") for p in f.parameters()]
-
-    def step():
-        y = run_schedule(layers, sched, input, use_reentrant)
-        kept = placement.live_bytes
-        loss(y).backward()
-        return kept
-
-    step()  # gradients get their buffers; caches warm up
-    best, kept_bytes, peak_bytes = math.inf, 0, 0
-    for _ in range(repeat):
-        for p in params:
-            if p.grad is not None:
-                p.grad._data.fill(0)
-        before = placement.live_bytes
-        placement.reset_peak()
-        t0 = time.perf_counter()
-        kept = step()
-        best = min(best, time.perf_counter() - t0)
-        kept_bytes, peak_bytes = kept - before, placement.peak_bytes - before
-    return {"kept_bytes": kept_bytes, "peak_bytes": peak_bytes, "time": best}
-
-
-def trace_step(layers, sched, input, loss=None, use_reentrant: bool = False):
-    """One forward + backward with ``sched``, recorded (``mt.trace()``): the trace the
-    pictures read (the live bytes of the step, its ``checkpoint`` and ``recompute`` events).
-    A first, unrecorded step gives the parameters their ``.grad`` (zeroed before the
-    recorded one), as in :func:`measure`."""
-    from ..memory.trace import record
-
-    loss = loss or (lambda y: y.sum())
-    loss(run_schedule(layers, sched, input, use_reentrant)).backward()  # parameters get their .grad
-    for f in (layers.children() if hasattr(layers, "children") else layers):
-        for p in (f.parameters() if hasattr(f, "parameters") else ()):
-            if p.grad is not None:
-                p.grad._data.fill(0)
-    with record() as tr:
-        y = run_schedule(layers, sched, input, use_reentrant)  # (held through backward, as in a training loop)
-        loss(y).backward()
-    return tr

@@ -9,7 +9,9 @@ tensors the ops save: the k-th tensor saved by the rerun fills the k-th placehol
 original nodes then run their own backward on those bytes, so the gradients are exactly the
 ones of the run without checkpoints.
 
-Which tensors become placeholders: those whose storage was made inside the region. A
+Which tensors become placeholders: those whose storage was made inside the region (one
+slot per distinct view; the region's own output is kept, not recomputed; a rerun stops as
+soon as the slots backward waits for are filled, PyTorch's "early stop"). A
 tensor that existed before (an input, a parameter, a constant the function closes over) is
 saved the usual way: its bytes are alive anyway. In a nested checkpoint "the usual way" is
 the enclosing region's hook, so an inner region's inputs are placeholders of the outer one.
@@ -53,9 +55,27 @@ def _ahead():
     return next(_storage._storage_ids)
 
 
+class _Done(Exception):
+    """Raised inside a rerun once every placeholder waiting for bytes has them: the rest of
+    the region need not run again (PyTorch's early stop)."""
+
+
+def _view_key(t: Tensor) -> tuple:
+    """Which bytes a saved tensor is: its storage and its view (start, shape, strides)."""
+    d = t._data
+    return t._storage.id, d.__array_interface__["data"][0], d.shape, d.strides
+
+
 class Frame:
     """One checkpointed call ``fn(*args)``: its inputs (kept), its random state, and the
-    placeholders its ops saved instead of tensors."""
+    placeholders its ops saved instead of tensors.
+
+    Placeholders are grouped in *slots*, one per distinct saved view: ReLU's saved output is
+    also the next Linear's saved input, one slot for both. A slot whose bytes are the
+    region's output is filled when the forward ends (the output is alive anyway, as in the
+    plain run); the others wait for a recomputation, which stops as soon as every waiting
+    slot is filled.
+    """
 
     def __init__(self, fn, args: tuple, kwargs: dict, generator=None):
         self.id = next(_frame_ids)
@@ -65,11 +85,14 @@ class Frame:
         pack = _node.pack_hook or SavedTensor  # nested: the enclosing region decides
         self.parent = pack
         self.inputs = [pack(a, self) if isinstance(a, Tensor) else a for a in args]
-        self.metas: list[tuple] = []  # (shape, dtype) of each placeholder, in save order
+        self.metas: list[tuple] = []  # (shape, dtype) of each slot
+        self.seq: list[int] = []  # the slot of each tensor the region's ops saved, in save order
+        self.slots: list = []  # per slot: None, or (data, storage, version) once filled
+        self.waiting: list[int] = []  # per slot: placeholders that have not taken its bytes yet
         self.placeholders = 0  # placeholders not yet released
-        self.slots: list | None = None  # after a recompute: what fills each placeholder
-        self.dropped: dict[int, int] = {}  # storage id -> nbytes, of what the region did not keep
+        self.dropped: dict[int, int] = {}  # storage id -> nbytes, of what is left to recompute
         self.recomputes = 0
+        self.stopped_early = False
 
     def __repr__(self) -> str:  # (how refcount events name the frame as a holder)
         return self.name
@@ -77,12 +100,25 @@ class Frame:
     # -- forward -------------------------------------------------------------------------
     def run(self, args: tuple):
         """Run the region the first time: its ops save placeholders."""
-        self.start = _ahead()
+        self.start, views = _ahead(), {}
+        self._views, self._storage_of = views, []  # (slot -> (storage id, nbytes), while it runs)
         previous, _node.pack_hook = _node.pack_hook, self.pack
         try:
             out = self.fn(*args, **self.kwargs)
         finally:
             _node.pack_hook = previous
+            del self._views
+        outputs = [out] if isinstance(out, Tensor) else [o for o in out if isinstance(o, Tensor)] \
+            if isinstance(out, (tuple, list)) else []
+        for o in outputs:  # saved bytes that are the region's output need no recomputation
+            k = views.get(_view_key(o))
+            if k is not None and self.slots[k] is None:
+                self._fill(k, o)
+        for k, slot in enumerate(self.slots):
+            if slot is None:
+                st = self._storage_of[k]
+                self.dropped[st[0]] = st[1]
+        del self._storage_of
         if self.placeholders == 0:  # nothing to recompute: let the inputs go now
             self._release_inputs()
         return out
@@ -90,10 +126,24 @@ class Frame:
     def pack(self, t: Tensor, owner, is_output: bool = False):
         if t._storage.id < self.start:
             return self.parent(t, owner, is_output)
-        self.dropped[t._storage.id] = t._storage.nbytes
-        self.metas.append((t._data.shape, t._data.dtype))
+        key = _view_key(t)
+        k = self._views.get(key)
+        if k is None:
+            k = self._views[key] = len(self.metas)
+            self.metas.append((t._data.shape, t._data.dtype))
+            self.slots.append(None)
+            self.waiting.append(0)
+            self._storage_of.append((t._storage.id, t._storage.nbytes))
+        self.seq.append(k)
+        self.waiting[k] += 1
         self.placeholders += 1
-        return Placeholder(self, len(self.metas) - 1, t, is_output)
+        return Placeholder(self, k, t, is_output)
+
+    def _fill(self, k: int, t: Tensor) -> None:
+        """Slot ``k`` gets ``t``'s bytes: one reference for each placeholder still waiting."""
+        for _ in range(self.waiting[k]):
+            t._storage.incref(self)
+        self.slots[k] = (t._data, t._storage, t._storage.version)
 
     def kept_bytes(self) -> int:
         """Bytes of the inputs the frame keeps (each storage once)."""
@@ -106,78 +156,88 @@ class Frame:
 
     # -- backward --------------------------------------------------------------------------
     def recompute(self) -> None:
-        """Run the region again from its inputs and keep what its ops save, slot by slot."""
+        """Run the region again from its inputs and fill the slots still waiting for bytes."""
         rec = _trace.active
+        needed = {k for k, slot in enumerate(self.slots) if slot is None and self.waiting[k]}
         if rec is not None:
             phase = rec.phase
             rec.emit("recompute", stage="begin", checkpoint=self.id, fn=_name(self.fn),
-                     tensors=len(self.metas), kept_bytes=self.kept_bytes())
+                     tensors=len(needed), kept_bytes=self.kept_bytes())
             rec.phase = "recompute"
         args = [s.unpack(self) if hasattr(s, "unpack") else s for s in self.inputs]
-        self.slots, self._k = [None] * len(self.metas), 0
-        self._start = _ahead()
+        self._needed, self._j, self._start = set(needed), 0, _ahead()
         now = rng_state(self.generator) if self.rng is not None else None
         previous, _node.pack_hook = _node.pack_hook, self._capture
+        early = False
         try:
             if now is not None:
                 set_rng_state(self.generator, self.rng)
             with grad_mode.enable_grad():
                 self.fn(*args, **self.kwargs)
+        except _Done:
+            early = True
         finally:
             _node.pack_hook = previous
             if now is not None:
                 set_rng_state(self.generator, now)
             if rec is not None:
                 rec.phase = phase
-        if self._k != len(self.metas):
+        if not early and (self._j != len(self.seq) or self._needed):
             raise RuntimeError(
                 "microtorch.utils.checkpoint: A different number of tensors was saved during the "
                 f"original forward and recomputation.\nNumber of tensors saved during forward: "
-                f"{len(self.metas)}\nNumber of tensors saved during recomputation: {self._k}.\n"
+                f"{len(self.seq)}\nNumber of tensors saved during recomputation: {self._j}.\n"
                 "The checkpointed function must run the same ops every time it is called (no "
                 "branching on random numbers or on state that changes between forward and backward).")
         self.recomputes += 1
+        self.stopped_early = early
         if rec is not None:
-            recomputed = {}
-            for slot in self.slots:
-                if slot is not None:
-                    recomputed[slot[1].id] = slot[1].nbytes
+            recomputed = {self.slots[k][1].id: self.slots[k][1].nbytes for k in needed}
             rec.emit("recompute", stage="end", checkpoint=self.id, fn=_name(self.fn),
-                     tensors=len(self.metas), recomputed_bytes=sum(recomputed.values()),
-                     kept_bytes=self.kept_bytes())
+                     tensors=len(needed), recomputed_bytes=sum(recomputed.values()),
+                     kept_bytes=self.kept_bytes(), stopped_early=early)
 
     def _capture(self, t: Tensor, owner, is_output: bool = False):
-        """The pack hook of a rerun: tensors made by the rerun go to the slots."""
+        """The pack hook of a rerun: the j-th tensor saved fills the j-th save's slot. The
+        rerun's nodes never run backward (the original ones do), so they keep nothing."""
         if t._storage.id < self._start:
-            return SavedTensor(t, owner, is_output)  # (an input or parameter: alive anyway)
-        k, self._k = self._k, self._k + 1
-        if k >= len(self.metas):
-            return Dropped()  # counted; the error is raised when the rerun ends
-        shape, dtype = self.metas[k]
-        if t._data.shape != shape or t._data.dtype != dtype:
-            raise RuntimeError(
-                "microtorch.utils.checkpoint: Recomputed values for the following tensors have "
-                f"different metadata than during the forward pass.\ntensor at position {k}:\n"
-                f"saved metadata: {{'shape': {list(shape)}, 'dtype': {dtype}}}\nrecomputed metadata: "
-                f"{{'shape': {list(t._data.shape)}, 'dtype': {t._data.dtype}}}\nThe checkpointed "
-                "function must compute the same shapes every time it is called.")
-        t._storage.incref(self)
-        self.slots[k] = (t._data, t._storage)
+            return Dropped()  # (an input or a parameter)
+        j, self._j = self._j, self._j + 1
+        if j < len(self.seq) and self.seq[j] in self._needed:
+            k = self.seq[j]
+            shape, dtype = self.metas[k]
+            if t._data.shape != shape or t._data.dtype != dtype:
+                raise RuntimeError(
+                    "microtorch.utils.checkpoint: Recomputed values for the following tensors have "
+                    f"different metadata than during the forward pass.\ntensor at position {j}:\n"
+                    f"saved metadata: {{'shape': {list(shape)}, 'dtype': {dtype}}}\nrecomputed metadata: "
+                    f"{{'shape': {list(t._data.shape)}, 'dtype': {t._data.dtype}}}\nThe checkpointed "
+                    "function must compute the same shapes every time it is called.")
+            self._fill(k, t)
+            self._needed.discard(k)
+            if not self._needed:
+                raise _Done  # (nothing below holds a reference yet: every record so far is Dropped)
         return Dropped()
 
     def take(self, k: int) -> tuple:
-        """The recomputed bytes of placeholder ``k`` (recomputing the region if needed)."""
-        if self.slots is None or self.slots[k] is None:
+        """Slot ``k``'s bytes for one of its placeholders (recomputing the region if needed);
+        the placeholder gets one of the slot's references."""
+        if self.slots[k] is None:
             self.recompute()
-        slot, self.slots[k] = self.slots[k], None
+        slot = self.slots[k]
+        self.waiting[k] -= 1
+        if self.waiting[k] == 0:
+            self.slots[k] = None
         return slot
 
-    def released(self, k: int) -> None:
-        """Placeholder ``k``'s node let go of it."""
-        if self.slots is not None and self.slots[k] is not None:  # recomputed, never unpacked
-            _, storage = self.slots[k]
-            self.slots[k] = None
-            storage.decref(self)
+    def released(self, k: int, took: bool) -> None:
+        """A placeholder of slot ``k`` was let go of (after taking its bytes, or without)."""
+        if not took:
+            self.waiting[k] -= 1
+            if self.slots[k] is not None:  # filled, never taken: the reference kept for it goes
+                self.slots[k][1].decref(self)
+                if self.waiting[k] == 0:
+                    self.slots[k] = None
         self.placeholders -= 1
         if self.placeholders == 0:
             self._release_inputs()
@@ -189,15 +249,16 @@ class Frame:
         self.inputs = [None if hasattr(s, "release") else s for s in self.inputs]
 
     def __del__(self):
-        for slot in self.slots or ():
+        for k, slot in enumerate(self.slots):
             if slot is not None and not slot[1].freed:
-                slot[1].decref(self)
+                for _ in range(self.waiting[k]):
+                    slot[1].decref(self)
 
 
 class Placeholder:
     """What a checkpointed region's node saved instead of a tensor: no bytes until backward
-    unpacks it; then the frame's recomputation fills it (same methods as
-    :class:`~microtorch.node.SavedTensor`)."""
+    unpacks it; then its frame's slot gives them (same methods as
+    :class:`~microtorch.node.SavedTensor`, whose checks it reuses)."""
 
     __slots__ = ("frame", "k", "data", "storage", "version", "requires_grad", "grad_fn", "leaf",
                  "is_output")
@@ -210,10 +271,8 @@ class Placeholder:
 
     def checked(self, node):
         if self.storage is NOT_KEPT:
-            self.data, self.storage = self.frame.take(self.k)
-        if self.storage is None:
-            SavedTensor.checked(self, node)  # raises "backward through the graph a second time"
-        return self.data
+            self.data, self.storage, self.version = self.frame.take(self.k)
+        return SavedTensor.checked(self, node)  # freed ("backward a second time") and version checks
 
     def unpack(self, node) -> Tensor:
         data = self.checked(node)  # (with create_graph, backward's graph links to the original nodes)
@@ -227,7 +286,7 @@ class Placeholder:
         self.storage, self.data = None, None
         if storage is not NOT_KEPT:
             storage.decref(self.frame)
-        self.frame.released(self.k)
+        self.frame.released(self.k, took=storage is not NOT_KEPT)
 
 
 class Dropped:

@@ -61,8 +61,13 @@ def _summary(s: GraphState) -> str:
     total = len([n for n in s.ops if s.status(n) != "forward"])
     ran = len(bw["done"])
     later = [n for n in s.ops if s.status(n) == "forward"]
+    rerun = [n for n in later if s.ops[n].get("phase") == "recompute"]  # a checkpoint's rerun in backward
+    later = [n for n in later if n not in rerun]
     tail = (f"; {len(later)} op(s) recorded since: their gradients are not computed yet"
             if later else "")
+    if rerun:
+        tail += (f"; {len(rerun)} op(s) rerun by a checkpoint's recomputation (the original nodes "
+                 "use their results)")
     if s.backward_finished:
         return (f"Backward done: {ran} node(s) ran; gradients in {len(s.grads)} leaf tensor(s)"
                 + tail)

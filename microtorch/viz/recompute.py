@@ -113,12 +113,13 @@ def render_frontier(chain, budgets=None, measured=None, points=None, width: floa
                     markersize=8, linestyle="none", color=colour, label=f"{k}, measured (ms)",
                     gid=f"frontier-measured-{k}")
     ax.axvline(f.infeasible_below, color=palette.color("dead"), linestyle=":", linewidth=1.2)
-    ax.annotate("no schedule fits\nbelow this", (f.infeasible_below, 1), xycoords=("data", "axes fraction"),
-                xytext=(4, -4), textcoords="offset points", va="top", fontsize=8, color="#555555")
+    ax.annotate("no schedule fits\nbelow this", (f.infeasible_below, 0), xycoords=("data", "axes fraction"),
+                xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom", fontsize=8, color="#555555")
     top = max([c[1] for c in f.curve] + [p for p, _ in f.points.values()] +
               [p for items in f.measured.values() for p, _ in items] + [1])
     ax.set_xlim(0, top * 1.08)
     ax.set_xticks(*byte_ticks(top * 1.08, 6))
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("peak bytes of the step (above what was live before it)")
     ax.set_ylabel(f"step time ({unit})")
     ax.spines[["top", "right"]].set_visible(False)
@@ -289,14 +290,15 @@ def render_schedule(sched, trace=None, plain_trace=None, width: float = DEFAULT_
 
 def budget_player(frames, plain_trace=None, width: float = DEFAULT_WIDTH):
     """A slider over budgets: ``frames`` is a list of ``(schedule, trace)`` (one recorded step
-    per schedule, in budget order); each position shows :func:`render_schedule` and its words.
+    per schedule, in budget order; it starts at the first, the tightest); each position shows
+    :func:`render_schedule` and its words.
     Returns an ipywidgets box (its ``.frames`` and ``.show(i)`` for tests)."""
     import ipywidgets as widgets
 
     if not frames:
         raise ValueError("budget_player: give at least one (schedule, trace) frame")
     labels = [fmt_bytes(s.budget) if s.budget is not None else s.method for s, _ in frames]
-    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(frames)))), value=len(frames) - 1,
+    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(frames)))), value=0,
                                      description="budget", continuous_update=False,
                                      layout=widgets.Layout(width="90%"))
     picture = widgets.HTML()
