@@ -41,6 +41,7 @@ EXERCISES = [  # (notebook, function, checker)
     ("02_backpropagation", "topo_order", "check_topo_order"),
     ("02_backpropagation", "dependency_counts", "check_dependency_counts"),
     ("02_backpropagation", "numerical_grad", "check_numerical_grad"),
+    ("02_backpropagation", "LogSumExp", "check_logsumexp"),
     ("03_refcounts_and_lifetimes", "refcounts_after", "check_refcounts"),
     ("03_refcounts_and_lifetimes", "peak_extra_bytes", "check_peak_extra_bytes"),
     ("04_arena_allocator", "align_up", "check_align_up"),
@@ -369,4 +370,44 @@ def _chunk_plan_chunk_times_growth(sizes, capacity, alignment, growth):
 def test_more_wrong_chunk_plans_are_explained(wrong, words):
     with pytest.raises(AssertionError, match="for sizes") as info:
         mt.exercises.check_chunk_plan(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 02, exercise 4: LogSumExp as a new Function -----------------------------------------
+def _lse(forward=None, backward=None):
+    """A LogSumExp class with the notebook's forward/backward, one of them replaced."""
+    ref = _solutions("02_backpropagation")["LogSumExp"]
+    body = {"forward": staticmethod(forward or ref.forward), "backward": staticmethod(backward or ref.backward)}
+    return type("LogSumExp", (mt.Function,), body)
+
+
+def _fwd(f):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.save_output()
+        return f(x.detach().numpy())
+    return forward
+
+
+def _softmax_of(ctx):
+    x, y = ctx.saved_tensors
+    return (x - y.unsqueeze(-1)).exp()
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_lse(forward=_fwd(lambda d: np.log(np.exp(d).sum(-1)))), "overflows"),
+    (_lse(forward=_fwd(lambda d: np.log(np.exp(d).mean(-1)))), "MEAN"),
+    (_lse(forward=_fwd(lambda d: d.max(-1))), "only the max"),
+    (_lse(forward=_fwd(lambda d: np.log(np.exp(d - d.max(0)).sum(0)) + d.max(0))), "LAST one"),
+    (_lse(backward=lambda ctx, g: _softmax_of(ctx)), "upstream gradient g"),
+    (_lse(backward=lambda ctx, g: g * _softmax_of(ctx)), "x's shape"),
+    (_lse(backward=lambda ctx, g: g.unsqueeze(-1) * ctx.saved_tensors[0].exp()), "divide by"),
+    (lambda x: x, "needs your class"),
+    (_lse(forward=_fwd(lambda d: -mt.log_softmax(mt.tensor(d), -1).numpy()[..., 0] + d[..., 0])),
+     "write LogSumExp yourself"),
+])
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_wrong_logsumexps_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_logsumexp(wrong)
     assert words in str(info.value)

@@ -16,7 +16,7 @@ One module per notebook; every checker is importable from here.
 """
 from . import fallbacks
 from .arena import check_align_up, check_bump_offsets, check_chunk_plan
-from .backprop import check_dependency_counts, check_numerical_grad, check_topo_order
+from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .pool import check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
@@ -31,6 +31,6 @@ __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if
            "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_windows",
-           "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",
+           "check_clip_grad_norm", "check_dependency_counts", "check_logsumexp", "check_derivative_from_output",
            "check_element_offset", "check_inplace_safe", "check_momentum_update",
            "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast"]
