@@ -47,6 +47,7 @@ EXERCISES = [  # (notebook, function, checker)
     ("04_arena_allocator", "align_up", "check_align_up"),
     ("04_arena_allocator", "bump_offsets", "check_bump_offsets"),
     ("04_arena_allocator", "chunk_plan", "check_chunk_plan"),
+    ("04_arena_allocator", "BumpArena", "check_bump_arena"),
     ("05_memory_pool", "size_classes_for", "check_size_classes"),
     ("05_memory_pool", "size_class_of", "check_size_class_of"),
     ("06_views_and_aliasing", "extent", "check_extent"),
@@ -411,3 +412,86 @@ def test_wrong_logsumexps_are_explained(wrong, words):
     with pytest.raises(AssertionError) as info:
         mt.exercises.check_logsumexp(wrong)
     assert words in str(info.value)
+
+
+# -- notebook 04, exercise 4: a bump arena class --------------------------------------------------
+def _arena_variant(**changes):
+    """The notebook's BumpArena with one method replaced."""
+    ref = _solutions("04_arena_allocator")["BumpArena"]
+    return type("BumpArena", (ref,), changes)
+
+
+def _alloc_unaligned(self, n):
+    start = self.top
+    while start + n > self.chunks[self.chunk]:
+        self.before += self.chunks[self.chunk]
+        self.chunk, self.top, start = self.chunk + 1, 0, 0
+        if self.chunk == len(self.chunks):
+            self.chunks.append(max(arena._ceil_to(n, self.alignment),
+                                   arena._ceil_to(int(sum(self.chunks) * (self.growth - 1)), self.alignment)))
+    self.top = start + n
+    self.high_water = max(self.high_water, self.used)
+    return self.chunk, start
+
+
+def _alloc_grow_last(self, n):
+    up = arena._ceil_to
+    start = up(self.top, self.alignment)
+    while start + n > self.chunks[self.chunk]:
+        self.before += self.chunks[self.chunk]
+        self.chunk, self.top, start = self.chunk + 1, 0, 0
+        if self.chunk == len(self.chunks):
+            self.chunks.append(max(up(n, self.alignment), up(int(self.chunks[-1] * self.growth), self.alignment)))
+    self.padding += start - self.top
+    self.top = start + n
+    self.high_water = max(self.high_water, self.used)
+    return self.chunk, start
+
+
+def _reset_high_water(self):
+    self.chunk = self.top = self.before = self.padding = self.high_water = 0
+
+
+def _reset_forgets_padding(self):
+    self.chunk = self.top = self.before = 0
+
+
+def _reset_drops_chunks(self):
+    self.chunks = self.chunks[:1]
+    self.chunk = self.top = self.before = self.padding = 0
+
+
+def _reset_stays(self):
+    self.padding = 0
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_arena_variant(alloc=_alloc_unaligned), "forgot the alignment"),
+    (_arena_variant(alloc=_alloc_grow_last), "ALL chunks so far"),
+    (_arena_variant(reset=_reset_high_water), "does not lower it"),
+    (_arena_variant(reset=_reset_forgets_padding), "padding starts again from 0"),
+    (_arena_variant(reset=_reset_drops_chunks), "chunks"),
+    (_arena_variant(reset=_reset_stays), "0 after a reset"),
+    (_arena_variant(used=property(lambda self: self.top)), "skipped tails"),
+    (_arena_variant(alloc=lambda self, n: (0, 64)), "alloc returned"),
+    (_arena_variant(alloc=lambda self, n: mt.memory.Arena(capacity=64).alloc(n)), "write BumpArena yourself"),
+])
+def test_wrong_bump_arenas_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="BumpArena\\(capacity=|BumpArena") as info:
+        mt.exercises.check_bump_arena(wrong)
+    assert words in str(info.value)
+
+
+def test_the_bump_arena_reference_agrees_with_the_engine_arena():
+    for what, (capacity, a, growth), ops in arena.BUMP_ARENA_PROGRAMS + arena._random_arena_programs(20):
+        engine, ref = mt.memory.Arena(capacity=capacity, alignment=a, growth=growth), arena._ReferenceArena(capacity, a, growth)
+        for op in ops:
+            if op == "reset":
+                engine.reset()
+                ref.reset()
+                continue
+            b = engine.alloc(op)
+            assert (b.chunk, b.offset) == ref.alloc(op), what
+            assert ([c.nbytes for c in engine.chunks], engine.padding, engine.used, engine.high_water) == \
+                   (ref.chunks, ref.padding, ref.used, ref.high_water), what
+        engine.reset()

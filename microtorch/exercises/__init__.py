@@ -15,7 +15,7 @@ it plugged in (:mod:`.suites`). ``course`` makes student versions and grades the
 One module per notebook; every checker is importable from here.
 """
 from . import fallbacks
-from .arena import check_align_up, check_bump_offsets, check_chunk_plan
+from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
 from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .pool import check_size_class_of, check_size_classes
@@ -28,7 +28,7 @@ from .suites import run_suite
 from .views import check_alias_by_strides, check_extent, check_windows
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
-           "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
+           "check_align_up", "check_bump_arena", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_windows",
            "check_clip_grad_norm", "check_dependency_counts", "check_logsumexp", "check_derivative_from_output",
