@@ -57,6 +57,7 @@ EXERCISES = [  # (notebook, function, checker)
     ("07_inplace_and_versions", "can_run_in_place", "check_inplace_safe"),
     ("08_training", "sgd_momentum_step", "check_momentum_update"),
     ("08_training", "clip_grad_norm", "check_clip_grad_norm"),
+    ("08_training", "adam_step", "check_adam_step"),
 ]
 
 
@@ -495,3 +496,63 @@ def test_the_bump_arena_reference_agrees_with_the_engine_arena():
             assert ([c.nbytes for c in engine.chunks], engine.padding, engine.used, engine.high_water) == \
                    (ref.chunks, ref.padding, ref.used, ref.high_water), what
         engine.reset()
+
+
+# -- notebook 08, exercise 3: Adam / AdamW ----------------------------------------------------------
+def _adam(**mistake):
+    def step(p, g, m, v, vmax, t, lr, b1, b2, eps, wd, decoupled, amsgrad):
+        if mistake.get("swap_decay"):
+            decoupled = not decoupled
+        if wd and decoupled:
+            p *= 1 - lr * wd
+        elif wd:
+            g = g + wd * p
+        if mistake.get("beta_swapped"):
+            m *= 1 - b1
+            m += b1 * g
+        else:
+            m *= b1
+            m += (1 - b1) * g
+        v *= b2
+        v += (1 - b2) * g * g
+        if amsgrad and not mistake.get("no_amsgrad"):
+            np.maximum(vmax, v, out=vmax)
+        second = vmax if amsgrad and not mistake.get("no_amsgrad") else v
+        if mistake.get("no_bias"):
+            denom = np.sqrt(second) + eps
+            update = lr * m / denom
+        elif mistake.get("eps_inside"):
+            update = lr / (1 - b1 ** t) * m / np.sqrt(second / (1 - b2 ** t) + eps)
+        elif mistake.get("step0"):
+            update = lr / (1 - b1 ** (t + 1)) * m / (np.sqrt(second) / np.sqrt(1 - b2 ** (t + 1)) + eps)
+        else:
+            update = lr / (1 - b1 ** t) * m / (np.sqrt(second) / np.sqrt(1 - b2 ** t) + eps)
+        if mistake.get("not_in_place"):
+            p = p - update  # noqa: F841 - the mistake: a new array
+        else:
+            p -= update
+    return step
+
+
+def _adam_by_engine(p, g, m, v, vmax, step, lr, b1, b2, eps, wd, decoupled, amsgrad):
+    t = mt.tensor(p, dtype="float64", requires_grad=True)
+    opt = mt.optim.Adam([t], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, amsgrad=amsgrad)
+    t.grad = mt.tensor(g, dtype="float64")
+    opt.step()
+    p[...] = t.detach().numpy()
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_adam(no_bias=True), "bias corrections"),
+    (_adam(eps_inside=True), "after the square root"),
+    (_adam(step0=True), "counted from 1"),
+    (_adam(swap_decay=True), "You did the other one"),
+    (_adam(no_amsgrad=True), "vmax"),
+    (_adam(beta_swapped=True), "m = beta1"),
+    (_adam(not_in_place=True), "INTO p"),
+    (_adam_by_engine, "write adam_step yourself"),
+])
+def test_wrong_adam_steps_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_adam_step(wrong)
+    assert words in str(info.value)
