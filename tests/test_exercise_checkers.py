@@ -53,6 +53,7 @@ EXERCISES = [  # (notebook, function, checker)
     ("06_views_and_aliasing", "extent", "check_extent"),
     ("06_views_and_aliasing", "windows", "check_windows"),
     ("06_views_and_aliasing", "shares_element", "check_alias_by_strides"),
+    ("06_views_and_aliasing", "view_strides", "check_view_strides"),
     ("07_inplace_and_versions", "derivative_from_output", "check_derivative_from_output"),
     ("07_inplace_and_versions", "can_run_in_place", "check_inplace_safe"),
     ("08_training", "sgd_momentum_step", "check_momentum_update"),
@@ -555,4 +556,39 @@ def _adam_by_engine(p, g, m, v, vmax, step, lr, b1, b2, eps, wd, decoupled, amsg
 def test_wrong_adam_steps_are_explained(wrong, words):
     with pytest.raises(AssertionError) as info:
         mt.exercises.check_adam_step(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 06, exercise 4: strides of a view -------------------------------------------------------
+def _contiguous_always(shape, strides, new_shape):
+    out, acc = [], 1
+    for n in reversed(new_shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _view_strides_base_one(shape, strides, new_shape):
+    ref = _solutions("06_views_and_aliasing")["view_strides"]
+    got = ref(shape, tuple(s if i < len(strides) - 1 else 1 for i, s in enumerate(strides)), new_shape)
+    return got
+
+
+def _view_strides_never_none(shape, strides, new_shape):
+    got = _solutions("06_views_and_aliasing")["view_strides"](shape, strides, new_shape)
+    return got if got is not None else _contiguous_always(shape, strides, new_shape)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_contiguous_always, "contiguous tensor of the new shape"),
+    (lambda shape, strides, new_shape: None, "a view exists"),
+    (_view_strides_base_one, "read the storage positions"),
+    (_view_strides_never_none, "no view can do it"),
+    (lambda shape, strides, new_shape: tuple(strides), "strides for"),
+    (lambda shape, strides, new_shape: mt.zeros(64).as_strided(shape, strides).view(*new_shape).stride(),
+     "write view_strides yourself"),
+])
+def test_wrong_view_strides_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_view_strides(wrong)
     assert words in str(info.value)

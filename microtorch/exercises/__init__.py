@@ -25,12 +25,12 @@ from .training import check_adam_step, check_clip_grad_norm, check_momentum_upda
 from .checking import has_passed, yours_or_engine
 from .plugins import PLUG_POINTS, use, use_if_passed
 from .suites import run_suite
-from .views import check_alias_by_strides, check_extent, check_windows
+from .views import check_alias_by_strides, check_extent, check_view_strides, check_windows
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
            "check_align_up", "check_bump_arena", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
            "check_refcounts", "check_size_class_of", "check_size_classes",
-           "check_alias_by_strides", "check_extent", "check_windows",
+           "check_alias_by_strides", "check_extent", "check_view_strides", "check_windows",
            "check_adam_step", "check_clip_grad_norm", "check_dependency_counts", "check_logsumexp", "check_derivative_from_output",
            "check_element_offset", "check_inplace_safe", "check_momentum_update",
            "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast"]
