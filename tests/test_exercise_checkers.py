@@ -37,6 +37,7 @@ def _solutions(stem: str) -> dict:
 EXERCISES = [  # (notebook, function, checker)
     ("01_tensors_and_graphs", "contiguous_strides", "check_strides"),
     ("01_tensors_and_graphs", "element_offset", "check_element_offset"),
+    ("01_tensors_and_graphs", "slice_layout", "check_slice_layout"),
     ("01_tensors_and_graphs", "unbroadcast", "check_unbroadcast"),
     ("02_backpropagation", "topo_order", "check_topo_order"),
     ("02_backpropagation", "dependency_counts", "check_dependency_counts"),
@@ -591,4 +592,60 @@ def _view_strides_never_none(shape, strides, new_shape):
 def test_wrong_view_strides_are_explained(wrong, words):
     with pytest.raises(AssertionError) as info:
         mt.exercises.check_view_strides(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 01, exercise 2b: the layout of x[key] ---------------------------------------------------
+def _layout_variant(mistake):
+    def slice_layout(shape, strides, offset, key):
+        new_shape, new_strides = [], []
+        for d, (n, s) in enumerate(zip(shape, strides)):
+            k = key[d] if d < len(key) else slice(None)
+            if isinstance(k, slice):
+                if mistake == "naive_slice":
+                    start = k.start or 0
+                    stop = n if k.stop is None else k.stop
+                    step = k.step or 1
+                else:
+                    start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                if count and mistake != "no_offset":
+                    offset += start * s
+                new_shape.append(count)
+                new_strides.append(s if mistake == "no_step" else s * step)
+            else:
+                if mistake == "keep_int_dim":
+                    new_shape.append(1)
+                    new_strides.append(s)
+                offset += (k if mistake == "negative_as_is" else k % n) * s
+        if mistake == "only_key_dims":
+            return tuple(new_shape[:len(key)]), tuple(new_strides[:len(key)]), offset
+        return tuple(new_shape), tuple(new_strides), offset
+    return slice_layout
+
+
+def test_the_slice_layout_reference_agrees_with_the_engines_indexing():
+    from microtorch.exercises import tensors
+
+    for shape, strides, offset, key in tensors._layout_cases():
+        v = mt.arange(4096.).as_strided(shape, strides, offset)[key]
+        want = tensors._numpy_layout(shape, strides, offset, key)
+        if 0 not in want[0]:
+            assert (tuple(v.shape), tuple(v.stride()), v.storage_offset()) == want, key
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_layout_variant("keep_int_dim"), "An int index removes its dimension"),
+    (_layout_variant("negative_as_is"), "counts from the end"),
+    (_layout_variant("no_step"), "multiplies that dimension's stride"),
+    (_layout_variant("naive_slice"), "slice.indices(n)"),
+    (_layout_variant("no_offset"), "offset moves to the first element"),
+    (_layout_variant("only_key_dims"), "kept whole"),
+    (lambda shape, strides, offset, key: (tuple(shape), tuple(strides), offset), "you returned shape"),
+    (lambda shape, strides, offset, key: (lambda v: (v.shape, v.stride(), v.storage_offset()))(
+        mt.zeros(4096).as_strided(shape, strides, offset)[key]), "write slice_layout yourself"),
+])
+def test_wrong_slice_layouts_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_slice_layout(wrong)
     assert words in str(info.value)

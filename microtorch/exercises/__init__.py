@@ -20,7 +20,7 @@ from .backprop import check_dependency_counts, check_logsumexp, check_numerical_
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .pool import check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
-from .tensors import check_element_offset, check_strides, check_unbroadcast
+from .tensors import check_element_offset, check_slice_layout, check_strides, check_unbroadcast
 from .training import check_adam_step, check_clip_grad_norm, check_momentum_update
 from .checking import has_passed, yours_or_engine
 from .plugins import PLUG_POINTS, use, use_if_passed
@@ -32,5 +32,5 @@ __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if
            "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_view_strides", "check_windows",
            "check_adam_step", "check_clip_grad_norm", "check_dependency_counts", "check_logsumexp", "check_derivative_from_output",
-           "check_element_offset", "check_inplace_safe", "check_momentum_update",
+           "check_element_offset", "check_inplace_safe", "check_slice_layout", "check_momentum_update",
            "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast"]
