@@ -51,6 +51,7 @@ EXERCISES = [  # (notebook, function, checker)
     ("04_arena_allocator", "BumpArena", "check_bump_arena"),
     ("05_memory_pool", "size_classes_for", "check_size_classes"),
     ("05_memory_pool", "size_class_of", "check_size_class_of"),
+    ("05_memory_pool", "FreeListPool", "check_free_list_pool"),
     ("06_views_and_aliasing", "extent", "check_extent"),
     ("06_views_and_aliasing", "windows", "check_windows"),
     ("06_views_and_aliasing", "shares_element", "check_alias_by_strides"),
@@ -648,4 +649,79 @@ def test_the_slice_layout_reference_agrees_with_the_engines_indexing():
 def test_wrong_slice_layouts_are_explained(wrong, words):
     with pytest.raises(AssertionError) as info:
         mt.exercises.check_slice_layout(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 05, exercise 3: a free-list pool ----------------------------------------------------------
+def _pool_variant(**changes):
+    ns = _solutions("05_memory_pool")
+    return type("FreeListPool", (ns["FreeListPool"],), changes)
+
+
+def _alloc_fifo(self, n):
+    c = pool.bisect.bisect_left(self.classes, max(n, 64)) if n <= 1 << 20 else None
+    if c is not None and self.free_lists[c]:
+        block = self.free_lists[c].pop(0)
+        self.reuse_hits += 1
+        self.free_bytes -= self.classes[c]
+        self.sizes[block] = self.classes[c]
+        self.reserved += self.classes[c]
+        return block
+    return type(self).__mro__[1].alloc(self, n)
+
+
+def _alloc_never_reuse(self, n):
+    c = pool.bisect.bisect_left(self.classes, max(n, 64)) if n <= 1 << 20 else None
+    if c is None:
+        return type(self).__mro__[1].alloc(self, n)
+    block = (c, self.carved[c])
+    self.carved[c] += 1
+    self.sizes[block] = self.classes[c]
+    self.reserved += self.classes[c]
+    return block
+
+
+def _alloc_requested_bytes(self, n):
+    block = type(self).__mro__[1].alloc(self, n)
+    self.reserved += n - self.sizes[block]
+    self.sizes[block] = n
+    return block
+
+
+def _free_keeps_direct(self, block):
+    size = self.sizes.pop(block)
+    self.reserved -= size
+    self.free_bytes += size
+    if block[0] is not None:
+        self.free_lists[block[0]].append(block)
+
+
+def test_the_free_list_pool_reference_agrees_with_the_engine_pool():
+    for what, m, ops in pool.POOL_PROGRAMS + pool._random_pool_programs(20):
+        engine, ref, eb, rb = mt.memory.Pool(classes_per_doubling=m), pool._ReferencePool(m), [], []
+        for op in ops:
+            if isinstance(op, tuple):
+                engine.free(eb[op[1]])
+                ref.free(rb[op[1]])
+                continue
+            b, x = engine.alloc(op), ref.alloc(op)
+            earlier = [i for i in range(len(rb)) if rb[i] == x]
+            if earlier:  # the reference reuses a block: the engine hands out the same bytes
+                assert (eb[earlier[-1]].chunk, eb[earlier[-1]].offset) == (b.chunk, b.offset), what
+            eb.append(b)
+            rb.append(x)
+            assert (engine.reserved, engine.reuse_hits) == (ref.reserved, ref.reuse_hits), what
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_pool_variant(alloc=_alloc_fifo), "freed LAST"),
+    (_pool_variant(alloc=_alloc_never_reuse), "reuse it before carving"),
+    (_pool_variant(alloc=_alloc_requested_bytes), "CLASS sizes"),
+    (_pool_variant(free=_free_keeps_direct), "never kept"),
+    (_pool_variant(alloc=lambda self, n: (0, 0)), "The class of"),
+    (_pool_variant(alloc=lambda self, n: mt.memory.Pool().alloc(n)), "write FreeListPool yourself"),
+])
+def test_wrong_free_list_pools_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_free_list_pool(wrong)
     assert words in str(info.value)

@@ -18,7 +18,7 @@ from . import fallbacks
 from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
 from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
 from .inplace import check_derivative_from_output, check_inplace_safe
-from .pool import check_size_class_of, check_size_classes
+from .pool import check_free_list_pool, check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
 from .tensors import check_element_offset, check_slice_layout, check_strides, check_unbroadcast
 from .training import check_adam_step, check_clip_grad_norm, check_momentum_update
@@ -29,7 +29,7 @@ from .views import check_alias_by_strides, check_extent, check_view_strides, che
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
            "check_align_up", "check_bump_arena", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
-           "check_refcounts", "check_size_class_of", "check_size_classes",
+           "check_free_list_pool", "check_refcounts", "check_size_class_of", "check_size_classes",
            "check_alias_by_strides", "check_extent", "check_view_strides", "check_windows",
            "check_adam_step", "check_clip_grad_norm", "check_dependency_counts", "check_logsumexp", "check_derivative_from_output",
            "check_element_offset", "check_inplace_safe", "check_slice_layout", "check_momentum_update",
