@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# nbgrader's gradebook (SQLAlchemy) warns about its own session handling on every autograde
+pytestmark = pytest.mark.filterwarnings("ignore:Object of type")
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
