@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# nbgrader's gradebook (SQLAlchemy) warns about its own session handling on every autograde
+pytestmark = pytest.mark.filterwarnings("ignore:Object of type")
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
@@ -131,7 +134,7 @@ def test_student_version_has_no_solution_text_and_no_hidden_tests(path, student_
     stubs = [c for c in theirs if _meta(c).get("solution")]
     assert len(stubs) == sum(1 for c in cells if _meta(c).get("solution"))
     for c in stubs:
-        assert re.search(r'raise NotImplementedError\(["\']write \w+ yourself\. Hint: ', _source(c))
+        assert re.search(r'raise NotImplementedError\(["\']write [\w.]+ yourself\. Hint: ', _source(c))
         assert c["metadata"].get("deletable") is False
     for c in theirs:
         if _meta(c).get("grade"):

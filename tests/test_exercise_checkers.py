@@ -37,24 +37,30 @@ def _solutions(stem: str) -> dict:
 EXERCISES = [  # (notebook, function, checker)
     ("01_tensors_and_graphs", "contiguous_strides", "check_strides"),
     ("01_tensors_and_graphs", "element_offset", "check_element_offset"),
+    ("01_tensors_and_graphs", "slice_layout", "check_slice_layout"),
     ("01_tensors_and_graphs", "unbroadcast", "check_unbroadcast"),
     ("02_backpropagation", "topo_order", "check_topo_order"),
     ("02_backpropagation", "dependency_counts", "check_dependency_counts"),
     ("02_backpropagation", "numerical_grad", "check_numerical_grad"),
+    ("02_backpropagation", "LogSumExp", "check_logsumexp"),
     ("03_refcounts_and_lifetimes", "refcounts_after", "check_refcounts"),
     ("03_refcounts_and_lifetimes", "peak_extra_bytes", "check_peak_extra_bytes"),
     ("04_arena_allocator", "align_up", "check_align_up"),
     ("04_arena_allocator", "bump_offsets", "check_bump_offsets"),
     ("04_arena_allocator", "chunk_plan", "check_chunk_plan"),
+    ("04_arena_allocator", "BumpArena", "check_bump_arena"),
     ("05_memory_pool", "size_classes_for", "check_size_classes"),
     ("05_memory_pool", "size_class_of", "check_size_class_of"),
+    ("05_memory_pool", "FreeListPool", "check_free_list_pool"),
     ("06_views_and_aliasing", "extent", "check_extent"),
     ("06_views_and_aliasing", "windows", "check_windows"),
     ("06_views_and_aliasing", "shares_element", "check_alias_by_strides"),
+    ("06_views_and_aliasing", "view_strides", "check_view_strides"),
     ("07_inplace_and_versions", "derivative_from_output", "check_derivative_from_output"),
     ("07_inplace_and_versions", "can_run_in_place", "check_inplace_safe"),
     ("08_training", "sgd_momentum_step", "check_momentum_update"),
     ("08_training", "clip_grad_norm", "check_clip_grad_norm"),
+    ("08_training", "adam_step", "check_adam_step"),
 ]
 
 
@@ -369,4 +375,353 @@ def _chunk_plan_chunk_times_growth(sizes, capacity, alignment, growth):
 def test_more_wrong_chunk_plans_are_explained(wrong, words):
     with pytest.raises(AssertionError, match="for sizes") as info:
         mt.exercises.check_chunk_plan(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 02, exercise 4: LogSumExp as a new Function -----------------------------------------
+def _lse(forward=None, backward=None):
+    """A LogSumExp class with the notebook's forward/backward, one of them replaced."""
+    ref = _solutions("02_backpropagation")["LogSumExp"]
+    body = {"forward": staticmethod(forward or ref.forward), "backward": staticmethod(backward or ref.backward)}
+    return type("LogSumExp", (mt.Function,), body)
+
+
+def _fwd(f):
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.save_output()
+        return f(x.detach().numpy())
+    return forward
+
+
+def _softmax_of(ctx):
+    x, y = ctx.saved_tensors
+    return (x - y.unsqueeze(-1)).exp()
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_lse(forward=_fwd(lambda d: np.log(np.exp(d).sum(-1)))), "overflows"),
+    (_lse(forward=_fwd(lambda d: np.log(np.exp(d).mean(-1)))), "MEAN"),
+    (_lse(forward=_fwd(lambda d: d.max(-1))), "only the max"),
+    (_lse(forward=_fwd(lambda d: np.log(np.exp(d - d.max(0)).sum(0)) + d.max(0))), "LAST one"),
+    (_lse(backward=lambda ctx, g: _softmax_of(ctx)), "upstream gradient g"),
+    (_lse(backward=lambda ctx, g: g * _softmax_of(ctx)), "x's shape"),
+    (_lse(backward=lambda ctx, g: g.unsqueeze(-1) * ctx.saved_tensors[0].exp()), "divide by"),
+    (lambda x: x, "needs your class"),
+    (_lse(forward=_fwd(lambda d: -mt.log_softmax(mt.tensor(d), -1).numpy()[..., 0] + d[..., 0])),
+     "write LogSumExp yourself"),
+])
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_wrong_logsumexps_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_logsumexp(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 04, exercise 4: a bump arena class --------------------------------------------------
+def _arena_variant(**changes):
+    """The notebook's BumpArena with one method replaced."""
+    ref = _solutions("04_arena_allocator")["BumpArena"]
+    return type("BumpArena", (ref,), changes)
+
+
+def _alloc_unaligned(self, n):
+    start = self.top
+    while start + n > self.chunks[self.chunk]:
+        self.before += self.chunks[self.chunk]
+        self.chunk, self.top, start = self.chunk + 1, 0, 0
+        if self.chunk == len(self.chunks):
+            self.chunks.append(max(arena._ceil_to(n, self.alignment),
+                                   arena._ceil_to(int(sum(self.chunks) * (self.growth - 1)), self.alignment)))
+    self.top = start + n
+    self.high_water = max(self.high_water, self.used)
+    return self.chunk, start
+
+
+def _alloc_grow_last(self, n):
+    up = arena._ceil_to
+    start = up(self.top, self.alignment)
+    while start + n > self.chunks[self.chunk]:
+        self.before += self.chunks[self.chunk]
+        self.chunk, self.top, start = self.chunk + 1, 0, 0
+        if self.chunk == len(self.chunks):
+            self.chunks.append(max(up(n, self.alignment), up(int(self.chunks[-1] * self.growth), self.alignment)))
+    self.padding += start - self.top
+    self.top = start + n
+    self.high_water = max(self.high_water, self.used)
+    return self.chunk, start
+
+
+def _reset_high_water(self):
+    self.chunk = self.top = self.before = self.padding = self.high_water = 0
+
+
+def _reset_forgets_padding(self):
+    self.chunk = self.top = self.before = 0
+
+
+def _reset_drops_chunks(self):
+    self.chunks = self.chunks[:1]
+    self.chunk = self.top = self.before = self.padding = 0
+
+
+def _reset_stays(self):
+    self.padding = 0
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_arena_variant(alloc=_alloc_unaligned), "forgot the alignment"),
+    (_arena_variant(alloc=_alloc_grow_last), "ALL chunks so far"),
+    (_arena_variant(reset=_reset_high_water), "does not lower it"),
+    (_arena_variant(reset=_reset_forgets_padding), "padding starts again from 0"),
+    (_arena_variant(reset=_reset_drops_chunks), "chunks"),
+    (_arena_variant(reset=_reset_stays), "0 after a reset"),
+    (_arena_variant(used=property(lambda self: self.top)), "skipped tails"),
+    (_arena_variant(alloc=lambda self, n: (0, 64)), "alloc returned"),
+    (_arena_variant(alloc=lambda self, n: mt.memory.Arena(capacity=64).alloc(n)), "write BumpArena yourself"),
+])
+def test_wrong_bump_arenas_are_explained(wrong, words):
+    with pytest.raises(AssertionError, match="BumpArena\\(capacity=|BumpArena") as info:
+        mt.exercises.check_bump_arena(wrong)
+    assert words in str(info.value)
+
+
+def test_the_bump_arena_reference_agrees_with_the_engine_arena():
+    for what, (capacity, a, growth), ops in arena.BUMP_ARENA_PROGRAMS + arena._random_arena_programs(20):
+        engine, ref = mt.memory.Arena(capacity=capacity, alignment=a, growth=growth), arena._ReferenceArena(capacity, a, growth)
+        for op in ops:
+            if op == "reset":
+                engine.reset()
+                ref.reset()
+                continue
+            b = engine.alloc(op)
+            assert (b.chunk, b.offset) == ref.alloc(op), what
+            assert ([c.nbytes for c in engine.chunks], engine.padding, engine.used, engine.high_water) == \
+                   (ref.chunks, ref.padding, ref.used, ref.high_water), what
+        engine.reset()
+
+
+# -- notebook 08, exercise 3: Adam / AdamW ----------------------------------------------------------
+def _adam(**mistake):
+    def step(p, g, m, v, vmax, t, lr, b1, b2, eps, wd, decoupled, amsgrad):
+        if mistake.get("swap_decay"):
+            decoupled = not decoupled
+        if wd and decoupled:
+            p *= 1 - lr * wd
+        elif wd:
+            g = g + wd * p
+        if mistake.get("beta_swapped"):
+            m *= 1 - b1
+            m += b1 * g
+        else:
+            m *= b1
+            m += (1 - b1) * g
+        v *= b2
+        v += (1 - b2) * g * g
+        if amsgrad and not mistake.get("no_amsgrad"):
+            np.maximum(vmax, v, out=vmax)
+        second = vmax if amsgrad and not mistake.get("no_amsgrad") else v
+        if mistake.get("no_bias"):
+            denom = np.sqrt(second) + eps
+            update = lr * m / denom
+        elif mistake.get("eps_inside"):
+            update = lr / (1 - b1 ** t) * m / np.sqrt(second / (1 - b2 ** t) + eps)
+        elif mistake.get("step0"):
+            update = lr / (1 - b1 ** (t + 1)) * m / (np.sqrt(second) / np.sqrt(1 - b2 ** (t + 1)) + eps)
+        else:
+            update = lr / (1 - b1 ** t) * m / (np.sqrt(second) / np.sqrt(1 - b2 ** t) + eps)
+        if mistake.get("not_in_place"):
+            p = p - update  # noqa: F841 - the mistake: a new array
+        else:
+            p -= update
+    return step
+
+
+def _adam_by_engine(p, g, m, v, vmax, step, lr, b1, b2, eps, wd, decoupled, amsgrad):
+    t = mt.tensor(p, dtype="float64", requires_grad=True)
+    opt = mt.optim.Adam([t], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, amsgrad=amsgrad)
+    t.grad = mt.tensor(g, dtype="float64")
+    opt.step()
+    p[...] = t.detach().numpy()
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_adam(no_bias=True), "bias corrections"),
+    (_adam(eps_inside=True), "after the square root"),
+    (_adam(step0=True), "counted from 1"),
+    (_adam(swap_decay=True), "You did the other one"),
+    (_adam(no_amsgrad=True), "vmax"),
+    (_adam(beta_swapped=True), "m = beta1"),
+    (_adam(not_in_place=True), "INTO p"),
+    (_adam_by_engine, "write adam_step yourself"),
+])
+def test_wrong_adam_steps_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_adam_step(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 06, exercise 4: strides of a view -------------------------------------------------------
+def _contiguous_always(shape, strides, new_shape):
+    out, acc = [], 1
+    for n in reversed(new_shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _view_strides_base_one(shape, strides, new_shape):
+    ref = _solutions("06_views_and_aliasing")["view_strides"]
+    got = ref(shape, tuple(s if i < len(strides) - 1 else 1 for i, s in enumerate(strides)), new_shape)
+    return got
+
+
+def _view_strides_never_none(shape, strides, new_shape):
+    got = _solutions("06_views_and_aliasing")["view_strides"](shape, strides, new_shape)
+    return got if got is not None else _contiguous_always(shape, strides, new_shape)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_contiguous_always, "contiguous tensor of the new shape"),
+    (lambda shape, strides, new_shape: None, "a view exists"),
+    (_view_strides_base_one, "read the storage positions"),
+    (_view_strides_never_none, "no view can do it"),
+    (lambda shape, strides, new_shape: tuple(strides), "strides for"),
+    (lambda shape, strides, new_shape: mt.zeros(64).as_strided(shape, strides).view(*new_shape).stride(),
+     "write view_strides yourself"),
+])
+def test_wrong_view_strides_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_view_strides(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 01, exercise 2b: the layout of x[key] ---------------------------------------------------
+def _layout_variant(mistake):
+    def slice_layout(shape, strides, offset, key):
+        new_shape, new_strides = [], []
+        for d, (n, s) in enumerate(zip(shape, strides)):
+            k = key[d] if d < len(key) else slice(None)
+            if isinstance(k, slice):
+                if mistake == "naive_slice":
+                    start = k.start or 0
+                    stop = n if k.stop is None else k.stop
+                    step = k.step or 1
+                else:
+                    start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                if count and mistake != "no_offset":
+                    offset += start * s
+                new_shape.append(count)
+                new_strides.append(s if mistake == "no_step" else s * step)
+            else:
+                if mistake == "keep_int_dim":
+                    new_shape.append(1)
+                    new_strides.append(s)
+                offset += (k if mistake == "negative_as_is" else k % n) * s
+        if mistake == "only_key_dims":
+            return tuple(new_shape[:len(key)]), tuple(new_strides[:len(key)]), offset
+        return tuple(new_shape), tuple(new_strides), offset
+    return slice_layout
+
+
+def test_the_slice_layout_reference_agrees_with_the_engines_indexing():
+    from microtorch.exercises import tensors
+
+    for shape, strides, offset, key in tensors._layout_cases():
+        v = mt.arange(4096.).as_strided(shape, strides, offset)[key]
+        want = tensors._numpy_layout(shape, strides, offset, key)
+        if 0 not in want[0]:
+            assert (tuple(v.shape), tuple(v.stride()), v.storage_offset()) == want, key
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_layout_variant("keep_int_dim"), "An int index removes its dimension"),
+    (_layout_variant("negative_as_is"), "counts from the end"),
+    (_layout_variant("no_step"), "multiplies that dimension's stride"),
+    (_layout_variant("naive_slice"), "slice.indices(n)"),
+    (_layout_variant("no_offset"), "offset moves to the first element"),
+    (_layout_variant("only_key_dims"), "kept whole"),
+    (lambda shape, strides, offset, key: (tuple(shape), tuple(strides), offset), "you returned shape"),
+    (lambda shape, strides, offset, key: (lambda v: (v.shape, v.stride(), v.storage_offset()))(
+        mt.zeros(4096).as_strided(shape, strides, offset)[key]), "write slice_layout yourself"),
+])
+def test_wrong_slice_layouts_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_slice_layout(wrong)
+    assert words in str(info.value)
+
+
+# -- notebook 05, exercise 3: a free-list pool ----------------------------------------------------------
+def _pool_variant(**changes):
+    ns = _solutions("05_memory_pool")
+    return type("FreeListPool", (ns["FreeListPool"],), changes)
+
+
+def _alloc_fifo(self, n):
+    c = pool.bisect.bisect_left(self.classes, max(n, 64)) if n <= 1 << 20 else None
+    if c is not None and self.free_lists[c]:
+        block = self.free_lists[c].pop(0)
+        self.reuse_hits += 1
+        self.free_bytes -= self.classes[c]
+        self.sizes[block] = self.classes[c]
+        self.reserved += self.classes[c]
+        return block
+    return type(self).__mro__[1].alloc(self, n)
+
+
+def _alloc_never_reuse(self, n):
+    c = pool.bisect.bisect_left(self.classes, max(n, 64)) if n <= 1 << 20 else None
+    if c is None:
+        return type(self).__mro__[1].alloc(self, n)
+    block = (c, self.carved[c])
+    self.carved[c] += 1
+    self.sizes[block] = self.classes[c]
+    self.reserved += self.classes[c]
+    return block
+
+
+def _alloc_requested_bytes(self, n):
+    block = type(self).__mro__[1].alloc(self, n)
+    self.reserved += n - self.sizes[block]
+    self.sizes[block] = n
+    return block
+
+
+def _free_keeps_direct(self, block):
+    size = self.sizes.pop(block)
+    self.reserved -= size
+    self.free_bytes += size
+    if block[0] is not None:
+        self.free_lists[block[0]].append(block)
+
+
+def test_the_free_list_pool_reference_agrees_with_the_engine_pool():
+    for what, m, ops in pool.POOL_PROGRAMS + pool._random_pool_programs(20):
+        engine, ref, eb, rb = mt.memory.Pool(classes_per_doubling=m), pool._ReferencePool(m), [], []
+        for op in ops:
+            if isinstance(op, tuple):
+                engine.free(eb[op[1]])
+                ref.free(rb[op[1]])
+                continue
+            b, x = engine.alloc(op), ref.alloc(op)
+            earlier = [i for i in range(len(rb)) if rb[i] == x]
+            if earlier:  # the reference reuses a block: the engine hands out the same bytes
+                assert (eb[earlier[-1]].chunk, eb[earlier[-1]].offset) == (b.chunk, b.offset), what
+            eb.append(b)
+            rb.append(x)
+            assert (engine.reserved, engine.reuse_hits) == (ref.reserved, ref.reuse_hits), what
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_pool_variant(alloc=_alloc_fifo), "freed LAST"),
+    (_pool_variant(alloc=_alloc_never_reuse), "reuse it before carving"),
+    (_pool_variant(alloc=_alloc_requested_bytes), "CLASS sizes"),
+    (_pool_variant(free=_free_keeps_direct), "never kept"),
+    (_pool_variant(alloc=lambda self, n: (0, 0)), "The class of"),
+    (_pool_variant(alloc=lambda self, n: mt.memory.Pool().alloc(n)), "write FreeListPool yourself"),
+])
+def test_wrong_free_list_pools_are_explained(wrong, words):
+    with pytest.raises(AssertionError) as info:
+        mt.exercises.check_free_list_pool(wrong)
     assert words in str(info.value)

@@ -28,6 +28,7 @@ PLUGS = {  # plug point -> (notebook, the solution's name)
     "extent": ("06_views_and_aliasing", "extent"),
     "derivative_from_output": ("07_inplace_and_versions", "derivative_from_output"),
     "sgd_momentum_step": ("08_training", "sgd_momentum_step"),
+    "adam_step": ("08_training", "adam_step"),
 }
 TESTS = [(plug, t) for plug, ts in suites.SUITES.items() for t in ts]
 

@@ -36,7 +36,8 @@ def expected_class(n: int) -> int:
 
 
 def pattern(block_id: int, n: int) -> np.ndarray:
-    return ((np.arange(n, dtype=np.uint32) * 131 + block_id * 7919) % 251).astype(np.uint8)
+    # block ids grow through a session: reduce the id first, so the sum stays inside uint32
+    return ((np.arange(n, dtype=np.uint32) * 131 + (block_id * 7919) % 251) % 251).astype(np.uint8)
 
 
 def address(block) -> int:

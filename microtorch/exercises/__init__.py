@@ -15,29 +15,30 @@ it plugged in (:mod:`.suites`). ``course`` makes student versions and grades the
 One module per notebook; every checker is importable from here.
 """
 from . import fallbacks
-from .arena import check_align_up, check_bump_offsets, check_chunk_plan
-from .backprop import check_dependency_counts, check_numerical_grad, check_topo_order
+from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
+from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
 from .checkpoint import check_optimal_chain, check_sqrt_segments
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .planning import check_block_liveness, check_first_fit, check_greedy_vs_first_fit
-from .pool import check_size_class_of, check_size_classes
+from .pool import check_free_list_pool, check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
 from .sparse import check_coalesce, check_coo_to_csr, check_spmm_backward
-from .tensors import check_element_offset, check_strides, check_unbroadcast
-from .training import check_clip_grad_norm, check_momentum_update
+from .systems import check_best_fit, check_numa_layout, check_thread_cache
+from .tensors import check_element_offset, check_slice_layout, check_strides, check_unbroadcast
+from .training import check_adam_step, check_clip_grad_norm, check_momentum_update
 from .checking import has_passed, yours_or_engine
 from .plugins import PLUG_POINTS, use, use_if_passed
 from .suites import run_suite
-from .views import check_alias_by_strides, check_extent, check_windows
-from . import systems
+from .views import check_alias_by_strides, check_extent, check_view_strides, check_windows
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
-           "check_align_up", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
-           "check_refcounts", "check_size_class_of", "check_size_classes",
-           "check_block_liveness", "check_first_fit", "check_greedy_vs_first_fit",
-           "check_alias_by_strides", "check_extent", "check_windows",
-           "check_clip_grad_norm", "check_dependency_counts", "check_derivative_from_output",
-           "check_element_offset", "check_inplace_safe", "check_momentum_update",
+           "check_align_up", "check_bump_arena", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
+           "check_free_list_pool", "check_refcounts", "check_size_class_of", "check_size_classes",
+           "check_alias_by_strides", "check_extent", "check_view_strides", "check_windows",
+           "check_adam_step", "check_clip_grad_norm", "check_dependency_counts", "check_logsumexp", "check_derivative_from_output",
+           "check_element_offset", "check_inplace_safe", "check_slice_layout", "check_momentum_update",
            "check_numerical_grad", "check_strides", "check_topo_order", "check_unbroadcast",
+           "check_block_liveness", "check_first_fit", "check_greedy_vs_first_fit",
            "check_optimal_chain", "check_sqrt_segments",
-           "check_coalesce", "check_coo_to_csr", "check_spmm_backward"]
+           "check_coalesce", "check_coo_to_csr", "check_spmm_backward",
+           "check_best_fit", "check_numa_layout", "check_thread_cache"]

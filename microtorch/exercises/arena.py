@@ -258,3 +258,147 @@ def check_chunk_plan(fn) -> None:
                 hint = "Chain exactly one chunk per request that does not fit, no more."
             _fail(msg + "\n" + hint)
     _passed("check_chunk_plan", len(cases))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4: a bump arena of your own (alignment, chained growth, reset, high water)
+# ----------------------------------------------------------------------------------------------
+class _ReferenceArena:
+    """The reference bump arena, written here (tests check it against ``mt.memory.Arena``)."""
+
+    def __init__(self, capacity, alignment, growth):
+        self.alignment, self.growth = alignment, growth
+        self.chunks = [_ceil_to(capacity, alignment)]
+        self.chunk = self.top = self.before = self.padding = self.high_water = 0
+
+    @property
+    def used(self):
+        return self.before + self.top
+
+    def alloc(self, n):
+        while _ceil_to(self.top, self.alignment) + n > self.chunks[self.chunk]:
+            self.before += self.chunks[self.chunk]
+            self.chunk, self.top = self.chunk + 1, 0
+            if self.chunk == len(self.chunks):
+                grow = _ceil_to(int(sum(self.chunks) * (self.growth - 1)), self.alignment)
+                self.chunks.append(max(_ceil_to(n, self.alignment), grow))
+        start = _ceil_to(self.top, self.alignment)
+        self.padding += start - self.top
+        self.top = start + n
+        self.high_water = max(self.high_water, self.used)
+        return self.chunk, start
+
+    def reset(self):
+        self.chunk = self.top = self.before = self.padding = 0
+
+
+BUMP_ARENA_PROGRAMS = [
+    ("fits in the first chunk", (1024, 64, 1.5), [100, 20, 64, 1, 200]),
+    ("grows: a chunk chained when a block does not fit", (1024, 64, 1.5), [300, 300, 300, 300, 300]),
+    ("a request bigger than the growth step", (1024, 64, 1.5), [100, 5000, 100]),
+    ("reset, then the chunks are reused before any new one", (1000, 64, 1.5),
+     [600, 600, 600, "reset", 600, 600, 600, 600]),
+    ("alignment 16, growth 2", (100, 16, 2.0), [40, 40, 40, 40, "reset", 8, 90, 40]),
+]
+
+
+def _random_arena_programs(n: int) -> list:
+    r, out = rng(), []
+    for k in range(n):
+        ops = ["reset" if r.random() < 0.12 else int(r.integers(1, 700)) for _ in range(int(r.integers(4, 16)))]
+        out.append((f"random program #{k + 1}", (int(r.integers(64, 2048)), 1 << int(r.integers(0, 8)),
+                                                  float(r.choice([1.25, 1.5, 2.0]))), ops))
+    return out
+
+
+def _bump_arena_blocks():
+    from ..memory.arena import Arena
+
+    return _arena_blocks() + [(Arena, "reset")]
+
+
+def _facts(arena) -> dict:
+    return {"chunks": [int(c) for c in arena.chunks], "padding": int(arena.padding),
+            "used": int(arena.used), "high_water": int(arena.high_water)}
+
+
+@checker("BumpArena", blocks=_bump_arena_blocks)
+def check_bump_arena(cls) -> None:
+    """``cls(capacity, alignment, growth)``: a bump arena over chained chunks, with
+    ``alloc(n) -> (chunk, offset)``, ``reset()``, and the attributes ``chunks`` (chunk sizes
+    in bytes), ``padding`` (bytes skipped for alignment since the last reset), ``used`` (bytes
+    below the top, skipped chunk tails included) and ``high_water`` (the most ``used`` ever).
+    Checked after every operation of fixed and random programs against a bump arena written
+    here (the engine's ``Arena`` and ``align_up`` are switched off meanwhile).
+    """
+    if not isinstance(cls, type):
+        _fail(f"check_bump_arena needs your class (class BumpArena: ...), got {cls!r}.")
+    programs = BUMP_ARENA_PROGRAMS + _random_arena_programs(25 if hidden() else 6)
+    steps = 0
+    for what, (capacity, a, growth), ops in programs:
+        mine = _call(cls, f"for {what}: BumpArena({capacity}, {a}, {growth})", capacity, a, growth)
+        ref = _ReferenceArena(capacity, a, growth)
+        done = []
+        for op in ops:
+            steps += 1
+            call = "reset()" if op == "reset" else f"alloc({op})"
+            where = (f"for {what}: BumpArena(capacity={capacity}, alignment={a}, growth={growth}), then "
+                     + "; ".join(done + [call]) + ":")
+            before = _facts(ref)
+            if op == "reset":
+                _call(mine.reset, where)
+                ref.reset()
+            else:
+                top_before, chunk_before = ref.top, ref.chunk
+                want = ref.alloc(op)
+                got = _call(mine.alloc, where, op)
+                try:
+                    got = (int(got[0]), int(got[1]))
+                except (TypeError, ValueError, IndexError):
+                    _fail(f"{where}\nalloc returned {got!r}; return (chunk index, offset in that chunk).")
+                if got != want:
+                    if got == (want[0], top_before) and want[0] == chunk_before and top_before % a:
+                        hint = f"You forgot the alignment: the block starts at the top rounded up to {a}."
+                    elif got[0] < want[0]:
+                        hint = (f"It does not fit in chunk {got[0]} ({ref.chunks[got[0]]} bytes): aligned start + "
+                                f"{op} bytes would pass its end, so the arena moves on to the next chunk "
+                                "(after a reset: the next existing chunk, before growing a new one).")
+                    elif got[0] > want[0]:
+                        hint = ("Move on only when the block does not fit. After a reset, start again at "
+                                "chunk 0: the chunks stay, and are reused before any new one is made.")
+                    elif want[1] == 0:
+                        hint = "A block that moves to another chunk starts at offset 0 there."
+                    else:
+                        hint = f"offset = align_up(top, {a}); then the top moves to offset + {op}."
+                    _fail(f"{where}\nalloc returned (chunk, offset) = {got}, but a bump arena puts it at {want}.\n{hint}")
+            try:
+                have = _facts(mine)
+            except (AttributeError, TypeError, ValueError) as exc:
+                _fail(f"{where}\nreading your arena's chunks, padding, used and high_water failed: "
+                      f"{type(exc).__name__}: {exc}. Keep them as attributes (used may be a property).")
+            want_facts = _facts(ref)
+            for key in ("chunks", "padding", "used", "high_water"):
+                if have[key] == want_facts[key]:
+                    continue
+                if key == "chunks":
+                    total = sum(before["chunks"])
+                    hint = (f"A new chunk holds max(align_up(n), align_up(int(total × (growth − 1)))) bytes, "
+                            f"with total = {total}, the capacity of ALL chunks so far (not the last one's)."
+                            if len(have["chunks"]) == len(want_facts["chunks"]) else
+                            "Grow only when no existing chunk further on is left: after a reset the "
+                            "arena walks its chunks again before making a new one." if op != "reset" and
+                            len(have["chunks"]) > len(want_facts["chunks"]) else
+                            f"The arena has {len(want_facts['chunks'])} chunks now.")
+                elif key == "padding":
+                    hint = ("reset() frees everything: padding starts again from 0." if op == "reset" else
+                            "Padding is what the arena skips BEFORE a block to align it: start − top.")
+                elif key == "used":
+                    hint = ("used is every byte below the top: the chunks before the current one in full "
+                            "(their skipped tails too) plus the top in this one; 0 after a reset.")
+                else:
+                    hint = ("high_water is the most `used` ever — a reset does not lower it (it is how "
+                            "big the arena needs to be)." if op == "reset" else
+                            "After each alloc, high_water = max(high_water, used).")
+                _fail(f"{where}\nyour arena's {key} is {have[key]}, but it should be {want_facts[key]}.\n{hint}")
+            done.append(call)
+    _passed("check_bump_arena", steps)

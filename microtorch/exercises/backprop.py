@@ -440,3 +440,120 @@ def _one_sided(f, x0: np.ndarray, eps: float) -> list[np.ndarray]:
         xp[i] = x0[i] - eps
         bwd[i] = (base - float(f(tensor(xp)).item())) / eps
     return [fwd, bwd]
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 4: a new op, forward and backward (LogSumExp over the last dimension)
+# ----------------------------------------------------------------------------------------------
+def _numpy_logsumexp(x: np.ndarray) -> np.ndarray:
+    """The reference: log Σⱼ exp(xⱼ) over the last axis, shifted by the max (no overflow)."""
+    m = x.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+def _numpy_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _lse_cases():
+    """``(what, x)``: float64 inputs, fixed (incl. huge and very negative values) and random."""
+    r = rng()
+    cases = [("a vector", np.array([0.5, -1.0, 2.0])),
+             ("a (2, 3) matrix: one logsumexp per row", np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]])),
+             ("huge values, [1000, 1001, 999] (exp overflows without the max shift)", np.array([1000.0, 1001.0, 999.0])),
+             ("very negative values, [-1000, -1002] (exp underflows to 0 without the shift)", np.array([-1000.0, -1002.0])),
+             ("a (2, 2, 4) tensor: over the last dimension only", np.arange(16.0).reshape(2, 2, 4) / 4)]
+    for k in range(12 if hidden() else 4):
+        shape = tuple(int(n) for n in r.integers(1, 5, int(r.integers(1, 4))))
+        cases.append((f"random input #{k + 1} of shape {shape}", r.standard_normal(shape) * 3))
+    return cases
+
+
+def _lse_blocks():
+    from ..functions import loss
+    from ..tensor import Tensor
+
+    blocks = [loss.log_softmax]
+    if "log_softmax" in Tensor.__dict__:
+        blocks.append((Tensor, "log_softmax"))
+    return blocks
+
+
+@checker("LogSumExp", blocks=_lse_blocks)
+def check_logsumexp(cls) -> None:
+    """``cls``: a subclass of ``mt.Function`` whose ``cls.apply(x)`` is log Σⱼ exp(x[..., j])
+    over the last dimension (the result has shape ``x.shape[:-1]``), with a backward. Checked:
+    its values against numpy (also for huge and very negative inputs), its gradient against
+    g[..., None] · softmax(x) for a random upstream gradient g, and that the graph records
+    your node (``y.grad_fn`` is a ``cls``, and a trace names its op). Fixed and random inputs.
+    """
+    from ..creation import tensor
+    from ..memory.trace import Trace
+    from ..node import Function
+
+    if not (isinstance(cls, type) and issubclass(cls, Function)):
+        _fail(f"check_logsumexp needs your class (class LogSumExp(mt.Function): ...), got {cls!r}.")
+    r = np.random.default_rng(HIDDEN_SEED if hidden() else 11)
+    cases = _lse_cases()
+    for what, x0 in cases:
+        where = f"for {what}, x = {np.round(x0, 3).tolist()}:"
+        want = _numpy_logsumexp(x0)
+        x = tensor(x0, dtype="float64", requires_grad=True)
+        tr = Trace()
+        with tr:
+            y = _call(cls.apply, f"{where}\nforward:", x)
+        y_a = _as_array(y).astype(np.float64)
+        if y_a.shape != want.shape:
+            hint = ("You reduced over the wrong dimension: sum over the LAST one (axis=-1)."
+                    if x0.ndim > 1 and y_a.shape == x0.shape[1:] else
+                    "Reduce the last dimension away: keepdims=False (or take [..., 0] at the end).")
+            _fail(f"{where}\nyour forward returned shape {y_a.shape}; the result has x.shape[:-1] = "
+                  f"{want.shape}.\n{hint}")
+        if not np.all(np.isfinite(y_a)) or not np.allclose(y_a, want, rtol=1e-10, atol=1e-10):
+            naive = np.log(np.exp(x0).sum(axis=-1)) if np.all(np.abs(x0) < 700) else None
+            if not np.all(np.isfinite(y_a)):
+                hint = ("inf or nan: exp(1000) overflows float64. Subtract the row's max m first: "
+                        "log Σ exp(x) = m + log Σ exp(x − m).")
+            elif naive is not None and np.allclose(y_a, np.log(np.exp(x0).mean(axis=-1))):
+                hint = "That is the log of the MEAN of exp(x): sum, do not average."
+            elif np.allclose(y_a, x0.max(axis=-1)):
+                hint = "That is only the max m: add log Σ exp(x − m) to it."
+            else:
+                hint = "log Σⱼ exp(xⱼ) = m + log Σⱼ exp(xⱼ − m), with m the max over the last dimension."
+            _fail(f"{where}\nyour forward gives {np.round(y_a, 6).tolist()}, but logsumexp is "
+                  f"{np.round(want, 6).tolist()}.\n{hint}")
+        if not isinstance(getattr(y, "grad_fn", None), cls):
+            _fail(f"{where}\nthe result's grad_fn is {getattr(y, 'grad_fn', None)!r}, not a {cls.__name__} "
+                  "node: call your op as LogSumExp.apply(x), and let forward return a numpy array.")
+        if not any(e["op"] == cls.__name__ for e in tr.filter("op")):
+            _fail(f"{where}\nthe trace recorded no {cls.__name__} op.")
+        g0 = r.standard_normal(want.shape)
+        want_grad = g0[..., None] * _numpy_softmax(x0)
+        try:
+            with learner():
+                (y * tensor(g0, dtype="float64")).sum().backward()
+        except (NotImplementedError, AssertionError):
+            raise
+        except Exception as exc:
+            hint = ""
+            if "invalid gradient" in str(exc) or "shape" in str(exc):
+                hint = ("\nThe gradient for x must have x's shape: g has the output's shape "
+                        "x.shape[:-1], so give it back its last dimension (g.unsqueeze(-1), or "
+                        "g.reshape(*g.shape, 1)) before multiplying by softmax(x).")
+            _fail(f"{where}\nyour backward raised {type(exc).__name__}: {exc}{hint}")
+        got = _as_array(x.grad).astype(np.float64) if x.grad is not None else None
+        if got is None:
+            _fail(f"{where}\nx got no gradient: backward must return the gradient for x.")
+        if np.allclose(got, want_grad, rtol=1e-8, atol=1e-10):
+            continue
+        soft = _numpy_softmax(x0)
+        if np.allclose(got, soft, rtol=1e-8, atol=1e-10) or np.allclose(got, np.broadcast_to(soft.sum(-1, keepdims=True), soft.shape)):
+            hint = "You left out the upstream gradient g: the chain rule multiplies by it (g[..., None] · softmax)."
+        elif np.allclose(got, g0[..., None] * np.exp(x0), rtol=1e-6):
+            hint = "exp(x) is not yet the derivative: divide by Σ exp(x) — the derivative is softmax(x) = exp(x − y)."
+        else:
+            hint = "∂y/∂xⱼ = exp(xⱼ − y) = softmax(x)ⱼ; the gradient for x is g[..., None] · softmax(x)."
+        _fail(f"{where}\nfor the upstream gradient g = {np.round(g0, 3).tolist()}, x.grad is\n"
+              f"{np.round(got, 5).tolist()}\nbut it should be\n{np.round(want_grad, 5).tolist()}\n{hint}")
+    _passed("check_logsumexp", len(cases))

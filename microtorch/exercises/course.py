@@ -32,39 +32,61 @@ HINT = re.compile(r"\(hint:\s*(.*)\)\s*$")
 
 
 def stub_for(source: str) -> str | None:
-    """The stub replacing the solution region of one cell's ``source``: a NotImplementedError
-    naming the function being written and carrying the hint of its ``BEGIN SOLUTION`` line."""
-    name = None
+    """The stub replacing the first solution region of one cell's ``source`` (see
+    :func:`stubs_for`), or None if it carries no hint."""
+    stubs = stubs_for(source)
+    return stubs[0] if stubs else None
+
+
+def stubs_for(source: str) -> list[str | None]:
+    """One stub per solution region of a cell's ``source``: a NotImplementedError naming the
+    function (or method) being written and carrying the hint of its ``BEGIN SOLUTION`` line;
+    None for a region without a hint."""
+    name, cls, stubs = None, None, []
     for line in source.split("\n"):
-        m = re.match(r"\s*def (\w+)\s*\(", line)
+        m = re.match(r"(\s*)(def|class) (\w+)", line)
         if m:
-            name = m.group(1)
+            if m.group(2) == "class":
+                cls, name = m.group(3), m.group(3)
+            else:
+                name = f"{cls}.{m.group(3)}" if cls and m.group(1) else m.group(3)
         if "BEGIN SOLUTION" in line:
-            m = HINT.search(line)
-            if not m:
-                return None
+            h = HINT.search(line)
             what = f"write {name} yourself" if name else "this exercise is not done yet"
-            return f"# YOUR CODE HERE\nraise NotImplementedError({what + '. Hint: ' + m.group(1)!r})"
-    return None
+            stubs.append(f"# YOUR CODE HERE\nraise NotImplementedError({what + '. Hint: ' + h.group(1)!r})"
+                         if h else None)
+    return stubs
 
 
 def _hinted_clear_solutions():
     from nbgrader.preprocessors import ClearSolutions
 
     class HintedClearSolutions(ClearSolutions):
-        """nbgrader's ClearSolutions, with a per-exercise stub taken from the solution's
-        ``### BEGIN SOLUTION (hint: ...)`` line (falls back to the configured stub)."""
+        """nbgrader's ClearSolutions, with a stub per solution region taken from its
+        ``### BEGIN SOLUTION (hint: ...)`` line (the configured stub where there is none)."""
 
         def _replace_solution_region(self, cell, language):
-            stub = stub_for(cell.source)
-            if stub is None:
+            stubs = stubs_for(cell.source)
+            if not any(stubs):
                 return super()._replace_solution_region(cell, language)
-            saved = dict(self.code_stub)
-            self.code_stub = dict(saved, **{language: stub})
-            try:
-                return super()._replace_solution_region(cell, language)
-            finally:
-                self.code_stub = saved
+            default, lines, out, inside, k = self.code_stub[language], cell.source.split("\n"), [], False, 0
+            for line in lines:
+                if self.begin_solution_delimeter in line:
+                    if inside:
+                        raise RuntimeError("encountered nested begin solution statements")
+                    inside = True
+                    indent = re.match(r"\s*", line).group(0)
+                    stub = (stubs[k] or default) if cell.cell_type == "code" else self.text_stub
+                    out += [indent + s for s in stub.split("\n")]
+                    k += 1
+                elif self.end_solution_delimeter in line:
+                    inside = False
+                elif not inside:
+                    out.append(line)
+            if inside:
+                raise RuntimeError("no end solution statement found")
+            cell.source = "\n".join(out)
+            return True
 
     return HintedClearSolutions
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..functions.broadcast import unbroadcast
 from ..memory.aliasing import Layout, alias
 
-__all__ = ["extent", "shares_element", "unbroadcast", "windows"]
+__all__ = ["LogSumExp", "extent", "shares_element", "unbroadcast", "windows"]
 
 
 def _layout(offset, shape, strides) -> Layout:
@@ -34,3 +34,16 @@ def shares_element(a, b) -> bool:
     """Do two views of one storage, each ``(offset, shape, strides)``, read a common element?
     The engine's exact alias test, ``mt.memory.alias``."""
     return alias(_layout(*a), _layout(*b)).answer == "must"
+
+
+class LogSumExp:
+    """``LogSumExp.apply(x)``: log Σⱼ exp(x[..., j]) over the last dimension, made of the
+    engine's own ops (Sub, Exp, Sum, Log, Add: several nodes, not one) — what notebook 02
+    uses until the learner's one-node op passes its checker."""
+
+    @staticmethod
+    def apply(x):
+        from ..creation import tensor
+
+        m = tensor(x.detach().numpy().max(axis=-1), dtype=x.dtype)  # a constant: no gradient through it
+        return (x - m.unsqueeze(-1)).exp().sum(-1).log() + m

@@ -27,6 +27,9 @@ plug point             what the engine then calls                            not
                        first step of the exact one)
 ``derivative_from_``   ``derivative_from_output(op, z)``: the backward of     07
 ``output``             ``relu_``, ``exp_``, ``sigmoid_``, ``tanh_``, ``sqrt_``
+``adam_step``          ``adam_step(p, g, m, v, vmax, step, lr, beta1, beta2,  08
+                       eps, weight_decay, decoupled, amsgrad)``: the update
+                       of ``mt.optim.Adam`` and ``AdamW``
 ``sgd_momentum_step``  ``sgd_momentum_step(p, g, buf, step, lr, momentum,    08
                        dampening, weight_decay)``: ``mt.optim.SGD``'s update
 =====================  ====================================================  ========
@@ -54,7 +57,7 @@ def _engine():
     from ..memory.pool import Pool
     from ..node import Function
     from ..memory.trace import Trace
-    from ..optim import SGD
+    from ..optim import SGD, Adam
     from ..tensor import Tensor
 
     def as_tensor_unbroadcast(fn):
@@ -144,6 +147,15 @@ def _engine():
             fn(p, g, buf, step, group["lr"], mu, group["dampening"], group["weight_decay"])
         return _update
 
+    def adam(fn):
+        def _update(self, group, state, p, g, step):
+            if group["maximize"]:
+                raise RuntimeError("your adam_step knows no maximize: make the optimizer without it")
+            vmax = state["max_exp_avg_sq"] if group["amsgrad"] else np.zeros_like(p)
+            fn(p, g, state["exp_avg"], state["exp_avg_sq"], vmax, step, group["lr"], *group["betas"],
+               group["eps"], group["weight_decay"], self.decoupled, group["amsgrad"])
+        return _update
+
     return {
         "unbroadcast": (broadcast.unbroadcast, as_tensor_unbroadcast),
         "topological_order": (autograd._topological_order, topological_order),
@@ -154,11 +166,12 @@ def _engine():
         "peak_extra_bytes": ((Trace, "peak"), peak),
         "derivative_from_output": (None, from_output),
         "sgd_momentum_step": ((SGD, "_update"), sgd),
+        "adam_step": ((Adam, "_update"), adam),
     }
 
 
 PLUG_POINTS = ("unbroadcast", "topological_order", "dependency_counts", "peak_extra_bytes", "align_up",
-               "size_class_of", "extent", "derivative_from_output", "sgd_momentum_step")
+               "size_class_of", "extent", "derivative_from_output", "sgd_momentum_step", "adam_step")
 
 
 _INHERITED = object()  # a class had no attribute of its own: remove ours, not restore one

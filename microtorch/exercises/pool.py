@@ -200,3 +200,136 @@ def check_size_class_of(fn) -> None:
                     "its position in that list is the index.")
         _fail(msg + "\n" + hint)
     _passed("check_size_class_of", len(cases))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 3: a size-class pool with free lists
+# ----------------------------------------------------------------------------------------------
+class _ReferencePool:
+    """The reference free-list pool (tests check it against ``mt.memory.Pool``)."""
+
+    def __init__(self, per_doubling):
+        self.classes = even_classes(per_doubling)
+        self.free_lists = [[] for _ in self.classes]
+        self.carved = [0] * len(self.classes)
+        self.direct = 0
+        self.reuse_hits = self.reserved = self.free_bytes = 0
+        self.sizes = {}
+
+    def alloc(self, n):
+        c = None if n > HIGH else bisect.bisect_left(self.classes, max(n, LOW))
+        if c is None:
+            block, size = (None, self.direct), n
+            self.direct += 1
+        elif self.free_lists[c]:
+            block, size = self.free_lists[c].pop(), self.classes[c]
+            self.reuse_hits += 1
+            self.free_bytes -= size
+        else:
+            block, size = (c, self.carved[c]), self.classes[c]
+            self.carved[c] += 1
+        self.sizes[block] = size
+        self.reserved += size
+        return block
+
+    def free(self, block):
+        size = self.sizes.pop(block)
+        self.reserved -= size
+        if block[0] is not None:
+            self.free_lists[block[0]].append(block)
+            self.free_bytes += size
+
+
+POOL_PROGRAMS = [
+    ("a freed block is the next same-class request's block", 8, [100, 1000, ("free", 0), 90, ("free", 1), 1000]),
+    ("the most recently freed block comes back first", 8, [100, 100, 100, ("free", 0), ("free", 2), 100, 100]),
+    ("different classes keep different free lists", 4, [64, 200, ("free", 0), 200, 64]),
+    ("requests above 1 MiB are served directly, never from a free list", 8,
+     [(1 << 20) + 1, ("free", 0), (1 << 20) + 1, 100]),
+    ("reserved counts class sizes, not the requested bytes", 2, [65, 100, 129, ("free", 1), 70]),
+]
+
+
+def _random_pool_programs(n: int) -> list:
+    r, out = rng(), []
+    for k in range(n):
+        ops, live = [], []
+        for _ in range(int(r.integers(5, 25))):
+            if live and r.random() < 0.4:
+                ops.append(("free", live.pop(int(r.integers(0, len(live))))))
+            else:
+                size = int(r.choice([int(r.integers(1, 300)), int(r.integers(300, 20_000)), (1 << 20) + int(r.integers(1, 100))],
+                                    p=[0.6, 0.35, 0.05]))
+                live.append(sum(1 for op in ops if not isinstance(op, tuple)))
+                ops.append(size)
+        out.append((f"random program #{k + 1}", int(r.choice([1, 2, 4, 8])), ops))
+    return out
+
+
+@checker("FreeListPool", blocks=_pool_blocks)
+def check_free_list_pool(cls) -> None:
+    """``cls(per_doubling)``: a pool over ``mt.memory.size_classes(per_doubling=...)`` whose
+    ``alloc(n)`` returns a block ``(class index, slot)`` — a freed block of that class if there
+    is one (the most recently freed first), else the class's next new slot ``0, 1, 2, …`` —
+    or ``(None, k)`` for the k-th request above 1 MiB (served directly, never kept); ``free(block)``
+    gives it back; ``reuse_hits``, ``reserved`` (class sizes of the live blocks, the exact size
+    of direct ones) and ``free_bytes`` (class sizes of the blocks on free lists) count. Checked
+    after every operation of fixed and random programs against a pool written here (the
+    engine's ``Pool`` is switched off meanwhile).
+    """
+    if not isinstance(cls, type):
+        _fail(f"check_free_list_pool needs your class (class FreeListPool: ...), got {cls!r}.")
+    programs = POOL_PROGRAMS + _random_pool_programs(25 if hidden() else 6)
+    steps = 0
+    for what, m, ops in programs:
+        mine = _call(cls, f"for {what}: FreeListPool({m})", m)
+        ref = _ReferencePool(m)
+        blocks, mine_blocks, done = [], [], []
+        for op in ops:
+            steps += 1
+            is_free = isinstance(op, tuple)
+            call = f"free(block {op[1]})" if is_free else f"alloc({op:,})"
+            where = f"for {what}: FreeListPool(per_doubling={m}), then " + "; ".join(done + [call]) + ":"
+            if is_free:
+                ref.free(blocks[op[1]])
+                _call(mine.free, where, mine_blocks[op[1]])
+            else:
+                want = ref.alloc(op)
+                got = _call(mine.alloc, where, op)
+                try:
+                    got = (None if got[0] is None else int(got[0]), int(got[1]))
+                except (TypeError, ValueError, IndexError):
+                    _fail(f"{where}\nalloc returned {got!r}; return a block (class index, slot), or (None, k).")
+                if got != want:
+                    if want[0] is None:
+                        hint = (f"{op:,} bytes is more than 1 MiB: no class serves it; it is the direct request "
+                                f"number {want[1]} (None, {want[1]}).")
+                    elif got[0] != want[0]:
+                        hint = (f"The class of {op:,} bytes is {want[0]} ({ref.classes[want[0]]:,} B): the smallest "
+                                "class that holds it (your size_class_of).")
+                    elif want in blocks and got[1] == ref.carved[want[0]] - (0 if want[1] < ref.carved[want[0]] else 1):
+                        hint = (f"Block {want} was freed and is on class {want[0]}'s free list: reuse it before "
+                                "carving a new slot.")
+                    elif want in blocks:
+                        hint = ("Several blocks of this class are free: take the one freed LAST (a stack: append "
+                                "on free, pop on alloc) — its bytes are the most likely to still be in the cache.")
+                    else:
+                        hint = f"No block of class {want[0]} is free: carve the class's next slot, {want[1]}."
+                    _fail(f"{where}\nalloc returned {got}, but the pool hands out {want}.\n{hint}")
+                blocks.append(want)
+                mine_blocks.append(got)
+            for key in ("reuse_hits", "reserved", "free_bytes"):
+                try:
+                    have = int(getattr(mine, key))
+                except (AttributeError, TypeError, ValueError) as exc:
+                    _fail(f"{where}\nreading your pool's {key} failed: {type(exc).__name__}: {exc}.")
+                if have == getattr(ref, key):
+                    continue
+                hint = {"reuse_hits": "Count one reuse hit per alloc served from a free list.",
+                        "reserved": "reserved is the bytes the live blocks occupy: their CLASS sizes (a 65-byte "
+                                    "request holds a whole class block), the exact size for direct blocks.",
+                        "free_bytes": "free_bytes is the class sizes of the blocks waiting on free lists (direct "
+                                      "blocks are given back at once, never kept)."}[key]
+                _fail(f"{where}\nyour pool's {key} is {have:,}, but it should be {getattr(ref, key):,}.\n{hint}")
+            done.append(call)
+    _passed("check_free_list_pool", steps)

@@ -377,3 +377,46 @@ def _sgd_trains():
         opt.step()
         first = first if first is not None else loss.item()
     assert loss.item() < 0.5 * first, (first, loss.item())
+
+
+# -- adam_step (notebook 08) --------------------------------------------------------------------------
+@_test("adam_step")
+def _adam_matches_the_rule():
+    """mt.optim.Adam, AdamW and Adam(amsgrad=True) follow PyTorch's rule step by step"""
+    from ..creation import tensor
+    from ..optim import Adam, AdamW
+    from .training import numpy_adam
+
+    r = np.random.default_rng(2)
+    for make, wd, dec, ams in [(Adam, 0.0, False, False), (Adam, 0.1, False, True), (AdamW, 0.1, True, False)]:
+        p0, grads = r.standard_normal(5), [r.standard_normal(5) for _ in range(4)]
+        p = tensor(p0, dtype="float64", requires_grad=True)
+        opt = make([p], lr=0.01, weight_decay=wd, amsgrad=ams)
+        for (want, _, _), g in zip(numpy_adam(p0, grads, 0.01, 0.9, 0.999, 1e-8, wd, dec, ams), grads):
+            p.grad = tensor(g, dtype="float64")
+            opt.step()
+            assert np.allclose(p.detach().numpy(), want, rtol=1e-9), (make.__name__, wd, ams)
+
+
+@_test("adam_step")
+def _adam_trains():
+    """Adam over an MLP's flat parameter buffer lowers the loss on a regression task"""
+    from ..creation import Generator, manual_seed, randn
+    from ..functions.loss import mse_loss
+    from ..nn import MLP
+    from ..optim import Adam
+
+    g = Generator().manual_seed(0)
+    X = randn(64, 4, generator=g)
+    Y = (X[:, :1] * 2 - X[:, 1:2]).tanh()
+    manual_seed(0)
+    model = MLP(4, 16, 1)
+    opt = Adam(model.parameters(), lr=0.01)
+    first = None
+    for _ in range(40):
+        opt.zero_grad()
+        loss = mse_loss(model(X), Y)
+        loss.backward()
+        opt.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < 0.5 * first, (first, loss.item())

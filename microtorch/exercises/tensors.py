@@ -213,3 +213,98 @@ def check_unbroadcast(fn) -> None:
     _passed("check_unbroadcast", len(cases))
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: the layout of x[key] (basic indexing is a view)
+# ---------------------------------------------------------------------------------------------
+def _numpy_layout(shape, strides, offset, key):
+    """The reference: numpy's view of the same layout, indexed with ``key``."""
+    buf = np.arange(4096, dtype=np.float64)
+    a = np.lib.stride_tricks.as_strided(buf[offset:], shape, tuple(s * 8 for s in strides))
+    v = a[tuple(key) + (Ellipsis,)]  # "..." keeps x[0, 0, 0] a (0-d) view, not a scalar
+    start = (v.__array_interface__["data"][0] - buf.__array_interface__["data"][0]) // 8
+    return tuple(v.shape), tuple(s // 8 for s in v.strides), int(start)
+
+
+def _slice_words(key) -> str:
+    def one(k):
+        if isinstance(k, slice):
+            return ":".join("" if x is None else str(x) for x in (k.start, k.stop)) + (
+                "" if k.step is None else f":{k.step}")
+        return str(k)
+    return "x[" + ", ".join(one(k) for k in key) + "]"
+
+
+def _layout_cases():
+    """``(shape, strides, offset, key)``: a contiguous (4, 5, 6) and a transposed layout, keys with
+    ints, negative ints, slices with steps (also negative), and fewer keys than dimensions."""
+    c = ((4, 5, 6), (30, 6, 1), 0)
+    t = ((6, 5, 4), (1, 6, 30), 7)
+    keys = [(1,), (slice(1, 3),), (-1,), (slice(None, None, 2), 3), (2, slice(1, None), slice(None, None, -1)),
+            (slice(None, None, -2), -2, slice(4, 1, -1)), (slice(10, 20),), (0, 0, 0), (slice(None), slice(3, 3))]
+    cases = [(*layout, key) for layout in (c, t) for key in keys]
+    r = rng()
+    for _ in range(60 if hidden() else 12):
+        shape, strides, offset = (c, t)[int(r.integers(0, 2))]
+        key = []
+        for n in shape[:int(r.integers(1, 4))]:
+            if r.random() < 0.3:
+                key.append(int(r.integers(-n, n)))
+            else:
+                a, b = (int(v) if r.random() < 0.7 else None for v in r.integers(-n - 1, n + 2, 2))
+                step = int(r.choice([1, 2, 3, -1, -2]))
+                key.append(slice(a, b, step))
+        cases.append((shape, strides, offset, tuple(key)))
+    return cases
+
+
+def _layout_blocks():
+    from ..functions import shape as shape_ops
+    from ..functions.strided import as_strided
+    from ..tensor import Tensor
+
+    return [shape_ops.index, as_strided, (Tensor, "as_strided"), (Tensor, "__getitem__")]
+
+
+@checker("slice_layout", blocks=_layout_blocks)
+def check_slice_layout(fn) -> None:
+    """``fn(shape, strides, offset, key) -> (shape, strides, offset)``: the layout of the view
+    ``x[key]`` of a tensor with that layout, ``key`` a tuple of ints and slices (basic
+    indexing: always a view). Checked against numpy's view of the same layout, on fixed and
+    random keys (the engine's indexing and ``as_strided`` are switched off meanwhile).
+    """
+    cases = _layout_cases()
+    for shape, strides, offset, key in cases:
+        want = _numpy_layout(shape, strides, offset, key)
+        where = (f"for x of shape {shape}, strides {strides}, offset {offset}, and {_slice_words(key)} "
+                 f"(key = {key!r}):")
+        got = _call(fn, where, shape, strides, offset, key)
+        try:
+            g_shape, g_strides, g_off = got
+            got = (tuple(int(n) for n in g_shape), tuple(int(s) for s in g_strides), int(g_off))
+        except (TypeError, ValueError):
+            _fail(f"{where}\nyou returned {got!r}; return (shape, strides, offset): two tuples and an int.")
+        if got == want or (got[0] == want[0] and 0 in want[0]):  # an empty view reads nothing
+            continue
+        msg = f"{where}\nyou returned shape {got[0]}, strides {got[1]}, offset {got[2]}; the view has " \
+              f"shape {want[0]}, strides {want[1]}, offset {want[2]}."
+        ints = [k for k in key if not isinstance(k, slice)]
+        slices = [k for k in key if isinstance(k, slice)]
+        if len(got[0]) != len(want[0]):
+            hint = ("An int index removes its dimension (x[1] of a 3-D x is 2-D); a slice keeps it; dimensions "
+                    "the key does not reach are kept whole.")
+        elif any(isinstance(k, int) and k < 0 for k in key) and got[0] == want[0] and got[1] == want[1]:
+            hint = "A negative index counts from the end: i < 0 means n + i."
+        elif any(k.step is not None and k.step < 0 for k in slices) and got[0] == want[0] and got[1] != want[1]:
+            hint = "A negative step walks backwards: the stride is step · stride (negative), start at the slice's first element."
+        elif got[0] != want[0]:
+            hint = ("A slice keeps len(range(*s.indices(n))) elements: slice.indices(n) clips start and stop to the "
+                    "dimension and fills in the defaults, also for negative steps.")
+        elif got[1] != want[1]:
+            hint = "A slice with step k multiplies that dimension's stride by k."
+        else:
+            hint = ("The offset moves to the first element of the view: offset + Σ start·stride over the "
+                    "dimensions (an int index counts as its start)" + (", even for a dimension an int removes." if ints else "."))
+        _fail(msg + "\n" + hint)
+    _passed("check_slice_layout", len(cases))

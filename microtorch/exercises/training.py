@@ -262,3 +262,100 @@ def check_clip_grad_norm(fn) -> None:
                     "the total norm exceeds max_norm.")
         _fail(msg + hint)
     _passed("check_clip_grad_norm", len(cases))
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 3: one Adam / AdamW step over flat buffers
+# ----------------------------------------------------------------------------------------------
+#: (what, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, steps)
+ADAM_CASES = [
+    ("Adam, default betas, three steps", 0.01, 0.9, 0.999, 1e-8, 0.0, False, False, 3),
+    ("Adam with weight decay 0.1 (added to the gradient)", 0.01, 0.9, 0.999, 1e-8, 0.1, False, False, 3),
+    ("AdamW: weight decay 0.1 applied to the weights directly", 0.01, 0.9, 0.999, 1e-8, 0.1, True, False, 3),
+    ("Adam with amsgrad (the running max of v)", 0.05, 0.8, 0.9, 1e-8, 0.0, False, True, 5),
+    ("a large eps, 0.1 (it is added after the square root)", 0.1, 0.5, 0.6, 0.1, 0.0, False, False, 2),
+]
+
+
+def numpy_adam(p0, grads, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad):
+    """The reference: PyTorch's Adam/AdamW in numpy; ``[(p, m, v)]`` after every step."""
+    p, m, v, vmax, out = p0.copy(), np.zeros_like(p0), np.zeros_like(p0), np.zeros_like(p0), []
+    for t, g in enumerate(grads, start=1):
+        if weight_decay and decoupled:
+            p = p * (1 - lr * weight_decay)
+        elif weight_decay:
+            g = g + weight_decay * p
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        vmax = np.maximum(vmax, v)
+        denom = np.sqrt(vmax if amsgrad else v) / np.sqrt(1 - beta2 ** t) + eps
+        p = p - lr / (1 - beta1 ** t) * m / denom
+        out.append((p.copy(), m.copy(), v.copy()))
+    return out
+
+
+def _random_adam_cases(n: int) -> list:
+    r = rng()
+    return [(f"random settings #{k + 1}", float(r.choice([0.001, 0.01, 0.1])), float(r.choice([0.0, 0.5, 0.9])),
+             float(r.choice([0.9, 0.99, 0.999])), float(r.choice([1e-8, 1e-3])), float(r.choice([0.0, 0.0, 0.05])),
+             bool(r.random() < 0.5), bool(r.random() < 0.3), int(r.integers(1, 6))) for k in range(n)]
+
+
+def _adam_blocks():
+    from ..optim import Adam, AdamW, Optimizer
+
+    return [(Adam, "_update"), (Adam, "__init__"), (AdamW, "__init__"), (Optimizer, "step")]
+
+
+@checker("adam_step", blocks=_adam_blocks, suite="adam_step")
+def check_adam_step(fn) -> None:
+    """``fn(p, g, m, v, vmax, step, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad)``:
+    one step of Adam (``decoupled=False``) or AdamW (``decoupled=True``), PyTorch's formulas,
+    written **in place** into the flat numpy arrays ``p``, ``m`` (first moment), ``v`` (second
+    moment) and ``vmax`` (the running max of v, used with ``amsgrad``); ``step`` counts from 1.
+    Checked step by step against the rule written out in numpy (``mt.optim.Adam`` is switched
+    off meanwhile), on fixed and random settings.
+    """
+    r = np.random.default_rng(12 + (1000 if hidden() else 0))
+    cases = ADAM_CASES + _random_adam_cases(12 if hidden() else 4)
+    for what, lr, b1, b2, eps, wd, dec, ams, steps in cases:
+        p0 = r.standard_normal(6)
+        grads = [r.standard_normal(6) for _ in range(steps)]
+        want = numpy_adam(p0, grads, lr, b1, b2, eps, wd, dec, ams)
+        p, m, v, vmax = p0.copy(), np.zeros(6), np.zeros(6), np.zeros(6)
+        settings = (f"lr={lr}, betas=({b1}, {b2}), eps={eps}, weight_decay={wd}, "
+                    f"decoupled={dec}, amsgrad={ams}")
+        for k, g in enumerate(grads, start=1):
+            before = p.copy()
+            where = f"for {what} ({settings}), step {k}:"
+            _call(fn, where, p, g.copy(), m, v, vmax, k, lr, b1, b2, eps, wd, dec, ams)
+            want_p, want_m, want_v = want[k - 1]
+            if np.array_equal(p, before) and not np.allclose(want_p, before):
+                _fail(f"{where}\np did not change. Write the update INTO p (p -= ..., or p[...] = ...): "
+                      "`p = p - ...` makes a new array, and the engine's parameters are views of the old one.")
+            if np.allclose(p, want_p, rtol=1e-9, atol=1e-12) and np.allclose(m, want_m, rtol=1e-9, atol=1e-12) \
+                    and np.allclose(v, want_v, rtol=1e-9, atol=1e-12):
+                continue
+            msg = f"{where}\np is    {_fmt(p)}\nbut it should be {_fmt(want_p)}\n"
+            hint = _adam_hint(p0, grads, k, p, m, v, want_m, want_v, lr, b1, b2, eps, wd, dec, ams)
+            _fail(msg + hint)
+    _passed("check_adam_step", len(cases))
+
+
+def _adam_hint(p0, grads, k, p, m, v, want_m, want_v, lr, b1, b2, eps, wd, dec, ams) -> str:
+    def same(**change):
+        args = dict(lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=wd, decoupled=dec, amsgrad=ams)
+        args.update(change)
+        return np.allclose(numpy_adam(p0, grads, **args)[k - 1][0], p, rtol=1e-9, atol=1e-12)
+    if wd and same(decoupled=not dec):
+        return ("Adam adds weight_decay · p to the gradient; AdamW (decoupled=True) instead shrinks the "
+                "weights first, p *= 1 − lr · weight_decay, and leaves the gradient alone. You did the other one.")
+    if ams and same(amsgrad=False):
+        return ("With amsgrad, keep vmax = max(vmax, v) (in place) and divide by √vmax instead of √v.")
+    if not np.allclose(m, want_m, rtol=1e-9, atol=1e-12):
+        return ("m is off: m = beta1 · m + (1 − beta1) · g (the gradient after weight decay, for Adam), "
+                "updated in place (m *= beta1; m += ...).")
+    if not np.allclose(v, want_v, rtol=1e-9, atol=1e-12):
+        return "v is off: v = beta2 · v + (1 − beta2) · g², updated in place."
+    return ("The step is p −= lr / (1 − beta1ᵗ) · m / (√v / √(1 − beta2ᵗ) + eps): both bias corrections use "
+            "the step t counted from 1, and eps is added after the square root.")
