@@ -260,3 +260,25 @@ def test_the_checkers_cost_model_agrees_with_the_engines():
         ns, memory = ex._cost(10_000, 5_000, 2_000, layout, t)
         engine = numa.matmul_cost(10_000, 5_000, 2_000, layout, t)
         assert ns == pytest.approx(engine["ns"]) and memory == engine["memory_bytes"]
+
+
+class Unfinished:
+    def __init__(self, *args):
+        raise NotImplementedError("write it")
+
+
+@pytest.mark.parametrize("check", [ex.check_thread_cache, ex.check_best_fit])
+def test_an_unfinished_class_shows_its_stub(check):
+    with pytest.raises(NotImplementedError, match="write it"):
+        check(Unfinished)
+
+
+def test_an_unfinished_function_shows_its_stub_and_hidden_cases_run(capsys):
+    def unfinished(m, k, n, t):
+        raise NotImplementedError("write it")
+    with pytest.raises(NotImplementedError, match="write it"):
+        ex.check_numa_layout(unfinished)
+    ex.check_best_fit(GoodFit, hidden=True)
+    ex.check_thread_cache(GoodCache, hidden=True)
+    ex.check_numa_layout(good_layout, hidden=True)
+    assert capsys.readouterr().out.count("(the hidden ones)") == 3

@@ -1,48 +1,37 @@
 """Exercises of notebook 12 (systems): a thread cache, a best-fit allocator for changing
 shapes, and a NUMA layout for C = A × B (the AI-compiler article's exercises 4 and 5).
 
-Each checker runs only the learner's code. While it runs, the engine's own answer is out of
-reach: ``microtorch.memory.thread_cache.ThreadCaches``, ``microtorch.memory.BestFit`` and
-``microtorch.memory.numa.matmul_cost`` raise "write this yourself". The references are
-independent: a ledger of which thread holds which block, a best-fit written here in a few
-lines over a plain list, and an exhaustive search over layouts with this module's own
-cost formula. Visible cases come first, then hidden random ones.
+Each checker runs only the learner's code (:func:`~.checking.checker`): while it runs, the
+engine's own answer is switched off — ``ThreadCaches``, ``BestFit`` and ``numa.matmul_cost``
+say "write this yourself". The references are independent: a ledger of which thread holds
+which block, a best-fit written here in a few lines over a plain list, and an exhaustive
+search over layouts with this module's own cost formula. Fixed cases come first, then
+random ones (another seed with ``hidden=True``).
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import queue
 import random
 import threading
 
-from .checking import _fail
-
-# ----------------------------------------------------------------------------------------------
-# keeping the engine's answer out of reach while the learner's code runs
-# ----------------------------------------------------------------------------------------------
+from .checking import WriteItYourself, _call, _fail, _passed, checker, hidden, learner
 
 
-@contextlib.contextmanager
-def _engine_blocked(what: str, *targets):
-    """Replace each (module, attribute) in ``targets`` by a stand-in that raises, restore after."""
-    def refuse(*_, **__):
-        raise RuntimeError(f"this exercise asks you to write {what} yourself: the engine's version is "
-                           "switched off while the checker runs your code")
-
-    saved = [(m, a, getattr(m, a)) for m, a in targets]
-    try:
-        for m, a, _ in saved:
-            setattr(m, a, refuse)
-        yield
-    finally:
-        for m, a, v in saved:
-            setattr(m, a, v)
+def _thread_cache_blocks():
+    from ..memory.thread_cache import ThreadCaches
+    return [ThreadCaches]
 
 
-def _passed(name: str, n: int, hidden: int) -> None:
-    print(f"✓ {name}: all {n} cases pass ({hidden} of them hidden, random).")
+def _best_fit_blocks():
+    from ..memory.best_fit import BestFit
+    return [BestFit]
+
+
+def _numa_blocks():
+    from ..memory.numa import matmul_cost
+    return [matmul_cost]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,15 +138,22 @@ def _thread_run(cache_cls, capacity, batch, plans, cross):
             cache.flush()
         except threading.BrokenBarrierError:
             pass
+        except (NotImplementedError, WriteItYourself) as exc:  # the stub's hint, or a delegation
+            raised.append(exc)
+            barrier.abort()
         except Exception as exc:  # noqa: BLE001 - reported to the learner
             problems.append(f"thread {k}: your cache raised {type(exc).__name__}: {exc}")
             barrier.abort()
 
+    raised = []
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(plans))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with learner():  # the learner's methods run in these threads
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if raised:
+        raise raised[0]
     return central, counts, problems[0] if problems else None
 
 
@@ -166,6 +162,7 @@ def _plans(rng, threads, steps):
             for _ in range(threads)]
 
 
+@checker("the thread cache", blocks=_thread_cache_blocks)
 def check_thread_cache(cache_cls) -> None:
     """``cache_cls(central, capacity, batch)``: one thread's cache of free blocks in front of a
     shared :class:`Central` free list, with ``alloc() -> block``, ``free(block)``, ``flush()``
@@ -176,34 +173,31 @@ def check_thread_cache(cache_cls) -> None:
     every cache is flushed, central holds every block exactly once); a cache never holds
     more than ``capacity`` blocks after a free; ``central.take``/``give`` only under the lock;
     and the lock taken at most about once per ``batch`` allocations or frees."""
-    from ..memory import thread_cache
-
-    rng = random.Random(12)
-    cases = [(2, 8, 4, False, 200), (3, 4, 2, True, 300), (2, 16, 8, True, 400)]
-    hidden = [(rng.randint(2, 4), c, max(1, c // 2), True, 300)
-              for c in (rng.choice([4, 8, 16]) for _ in range(4))]
-    with _engine_blocked("the thread cache", (thread_cache, "ThreadCaches")):
-        for i, (threads, capacity, batch, cross, steps) in enumerate(cases + hidden):
-            where = (f"{'hidden case' if i >= len(cases) else 'case'} {i + 1}: {threads} threads, "
-                     f"capacity {capacity}, batch {batch}{', cross-thread frees' if cross else ''}:")
-            plans = _plans(random.Random(i), threads, steps)
-            central, (allocs, frees), problem = _thread_run(cache_cls, capacity, batch, plans, cross)
-            if problem:
-                _fail(f"{where} {problem}")
-            if sorted(central.free) != list(range(10_000)):
-                missing = set(range(10_000)) - set(central.free)
-                twice = len(central.free) - len(set(central.free))
-                _fail(f"{where} after every thread freed its blocks and flushed its cache, central "
-                      f"should hold all 10,000 blocks once; {len(missing)} are missing and {twice} are "
-                      "there twice. " + ("Does flush() give back every cached block?" if missing else
-                                         "A block was given back twice (freed and also kept?)."))
-            bound = (allocs + frees) / batch + 3 * threads + 2
-            if central.acquisitions > bound:
-                _fail(f"{where} your caches took the lock {central.acquisitions} times for {allocs} "
-                      f"allocations and {frees} frees; with batches of {batch} it needs about "
-                      f"{int((allocs + frees) / batch)}. Take a whole batch from central when the cache "
-                      "is empty (not one block), and give a batch back only when it is too full.")
-    _passed("check_thread_cache", len(cases) + len(hidden), len(hidden))
+    rng = random.Random(918 if hidden() else 12)
+    cases = [] if hidden() else [(2, 8, 4, False, 200), (3, 4, 2, True, 300), (2, 16, 8, True, 400)]
+    randomized = [(rng.randint(2, 4), c, max(1, c // 2), True, 300)
+                  for c in (rng.choice([4, 8, 16]) for _ in range(4))]
+    for i, (threads, capacity, batch, cross, steps) in enumerate(cases + randomized):
+        where = (f"{'random case' if i >= len(cases) else 'case'} {i + 1}: {threads} threads, "
+                 f"capacity {capacity}, batch {batch}{', cross-thread frees' if cross else ''}:")
+        plans = _plans(random.Random(rng.random() if i >= len(cases) else i), threads, steps)
+        central, (allocs, frees), problem = _thread_run(cache_cls, capacity, batch, plans, cross)
+        if problem:
+            _fail(f"{where} {problem}")
+        if sorted(central.free) != list(range(10_000)):
+            missing = set(range(10_000)) - set(central.free)
+            twice = len(central.free) - len(set(central.free))
+            _fail(f"{where} after every thread freed its blocks and flushed its cache, central "
+                  f"should hold all 10,000 blocks once; {len(missing)} are missing and {twice} are "
+                  "there twice. " + ("Does flush() give back every cached block?" if missing else
+                                     "A block was given back twice (freed and also kept?)."))
+        bound = (allocs + frees) / batch + 3 * threads + 2
+        if central.acquisitions > bound:
+            _fail(f"{where} your caches took the lock {central.acquisitions} times for {allocs} "
+                  f"allocations and {frees} frees; with batches of {batch} it needs about "
+                  f"{int((allocs + frees) / batch)}. Take a whole batch from central when the cache "
+                  "is empty (not one block), and give a batch back only when it is too full.")
+    _passed("check_thread_cache", len(cases) + len(randomized))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,14 +236,13 @@ def _fit_plan(rng, steps):
             else ("free", rng.randrange(10 ** 6)) for _ in range(steps)]
 
 
+@checker("the best-fit allocator", blocks=_best_fit_blocks)
 def check_best_fit(alloc_cls) -> None:
     """``alloc_cls(heap_bytes, round_to)`` with ``alloc(nbytes) -> offset`` (or ``None`` when
     no free block fits) and ``free(offset)``: requests rounded up to a multiple of
     ``round_to``; the *smallest* free block that fits (the lowest address among equals),
     split when larger; a freed block merged with the free blocks right before and after it.
     Checked offset by offset against a reference on fixed and hidden random sequences."""
-    from .. import memory
-
     fixed = [
         (4096, 512, [("alloc", 1000), ("alloc", 3000), ("free", 0), ("alloc", 600)]),
         (8192, 512, [("alloc", 1000), ("alloc", 512), ("alloc", 2000), ("alloc", 512), ("free", 0),
@@ -257,48 +250,39 @@ def check_best_fit(alloc_cls) -> None:
         (4096, 256, [("alloc", 256)] * 8 + [("free", 1), ("free", 3), ("free", 2), ("alloc", 700)]),
         (2048, 512, [("alloc", 2048), ("alloc", 1), ("free", 0), ("alloc", 1)]),
     ]
-    rng = random.Random(5)
-    hidden = [(rng.choice([8192, 16384]), rng.choice([256, 512]), _fit_plan(rng, 60)) for _ in range(6)]
-    with _engine_blocked("the best-fit allocator", (memory, "BestFit")):
-        for i, (heap, round_to, plan) in enumerate(fixed + hidden):
-            where = f"{'hidden case' if i >= len(fixed) else 'case'} {i + 1} (heap {heap} B, round_to {round_to}):"
-            ref, mine, offsets, done = _ReferenceBestFit(heap, round_to), None, [], []
-            try:
-                mine = alloc_cls(heap, round_to)
-            except Exception as exc:  # noqa: BLE001
-                _fail(f"{where} creating your allocator raised {type(exc).__name__}: {exc}")
-            for op, n in plan:
-                if op == "free":
-                    if not offsets:
-                        continue
-                    off = offsets.pop(n % len(offsets))
-                    ref.free_(off)
-                    try:
-                        mine.free(off)
-                    except Exception as exc:  # noqa: BLE001
-                        _fail(f"{where} after {done}, free({off}) raised {type(exc).__name__}: {exc}")
-                    done.append(f"free({off})")
+    rng = random.Random(918 if hidden() else 5)
+    fixed = [] if hidden() else fixed
+    randomized = [(rng.choice([8192, 16384]), rng.choice([256, 512]), _fit_plan(rng, 60)) for _ in range(6)]
+    for i, (heap, round_to, plan) in enumerate(fixed + randomized):
+        where = f"{'random case' if i >= len(fixed) else 'case'} {i + 1} (heap {heap} B, round_to {round_to}):"
+        ref, offsets, done = _ReferenceBestFit(heap, round_to), [], []
+        mine = _call(alloc_cls, f"{where} creating your allocator:", heap, round_to)
+        for op, n in plan:
+            if op == "free":
+                if not offsets:
                     continue
-                want = ref.alloc(n)
-                try:
-                    got = mine.alloc(n)
-                except Exception as exc:  # noqa: BLE001
-                    _fail(f"{where} after {done or 'nothing'}, alloc({n}) raised {type(exc).__name__}: {exc}")
-                if got != want:
-                    size = -(-n // round_to) * round_to
-                    free_now = sorted(ref.free if want is None else ref.free + [(want, size)])
-                    hint = ("" if want is None else
-                            f" The free blocks were (offset, size) {free_now}; the smallest that holds "
-                            f"{size} B (the request rounded up to {round_to}) starts at {want}.")
-                    if want is None:
-                        hint = " No free block was large enough: return None."
-                    _fail(f"{where} after {done or 'nothing'}, alloc({n}) should give offset {want}; "
-                          f"yours gave {got}.{hint} (Did you merge a freed block with BOTH neighbours, "
-                          "and split the rest off a larger block?)")
-                if want is not None:
-                    offsets.append(want)
-                done.append(f"alloc({n})→{want}")
-    _passed("check_best_fit", len(fixed) + len(hidden), len(hidden))
+                off = offsets.pop(n % len(offsets))
+                ref.free_(off)
+                _call(mine.free, f"{where} after {done},", off)
+                done.append(f"free({off})")
+                continue
+            want = ref.alloc(n)
+            got = _call(mine.alloc, f"{where} after {done or 'nothing'},", n)
+            if got != want:
+                size = -(-n // round_to) * round_to
+                free_now = sorted(ref.free if want is None else ref.free + [(want, size)])
+                hint = ("" if want is None else
+                        f" The free blocks were (offset, size) {free_now}; the smallest that holds "
+                        f"{size} B (the request rounded up to {round_to}) starts at {want}.")
+                if want is None:
+                    hint = " No free block was large enough: return None."
+                _fail(f"{where} after {done or 'nothing'}, alloc({n}) should give offset {want}; "
+                      f"yours gave {got}.{hint} (Did you merge a freed block with BOTH neighbours, "
+                      "and split the rest off a larger block?)")
+            if want is not None:
+                offsets.append(want)
+            done.append(f"alloc({n})→{want}")
+    _passed("check_best_fit", len(fixed) + len(randomized))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -332,6 +316,7 @@ def _cost(m, k, n, layout, t, itemsize=4, tile_rows=1000):
     return worst + copy, memory
 
 
+@checker("the layout's cost reasoning", blocks=_numa_blocks)
 def check_numa_layout(fn) -> None:
     """``fn(m, k, n, topology) -> {"A": ..., "B": ..., "C": ...}``: where to put the operands of
     C[m,n] = A[m,k] × B[k,n] (float32) on two sockets that each compute half the rows of C
@@ -345,38 +330,35 @@ def check_numa_layout(fn) -> None:
     cases = [(10_000, 5_000, 2_000, numa.Topology()),
              (10_000, 5_000, 2_000, numa.Topology(memory_bytes=170 * 10 ** 6)),  # B does not fit twice
              (2_000, 20_000, 500, numa.Topology())]  # B read once: replicating does not pay
-    rng = random.Random(3)
-    hidden = []
+    rng = random.Random(918 if hidden() else 3)
+    cases = [] if hidden() else cases
+    randomized = []
     for _ in range(8):
         m, k, n = rng.choice([1000, 4000, 16000]), rng.choice([1000, 8000]), rng.choice([500, 4000])
         need = (m * k + m * n + k * n) * 4
         mem = rng.choice([need, int(need * 0.75), 10 * need])  # sometimes B cannot be replicated
-        hidden.append((m, k, n, numa.Topology(memory_bytes=mem, remote_latency_ns=rng.choice([120.0, 200.0]),
-                                              remote_gbps=rng.choice([10.0, 25.0]))))
-    with _engine_blocked("the layout's cost reasoning", (numa, "matmul_cost")):
-        for i, (m, k, n, t) in enumerate(cases + hidden):
-            where = (f"{'hidden case' if i >= len(cases) else 'case'} {i + 1}: A [{m}, {k}], B [{k}, {n}], "
-                     f"{t.memory_bytes / 1e6:,.0f} MB per node, remote {t.remote_latency_ns:.0f} ns / "
-                     f"{t.remote_gbps:g} GB/s:")
-            try:
-                got = fn(m, k, n, t)
-            except Exception as exc:  # noqa: BLE001
-                _fail(f"{where} your function raised {type(exc).__name__}: {exc}")
-            if not isinstance(got, dict) or set(got) != {"A", "B", "C"}:
-                _fail(f"{where} return a dict with keys 'A', 'B', 'C'; got {got!r}")
-            if got["A"] not in A_LAYOUTS or got["C"] not in A_LAYOUTS or got["B"] not in B_LAYOUTS:
-                _fail(f"{where} {got} is not a layout: A and C are one of {A_LAYOUTS}, B one of {B_LAYOUTS}")
-            options = [dict(zip("ABC", combo)) for combo in itertools.product(A_LAYOUTS, B_LAYOUTS, A_LAYOUTS)]
-            fitting = [(_cost(m, k, n, o, t)[0], o) for o in options
-                       if _cost(m, k, n, o, t)[1] <= t.nodes * t.memory_bytes]
-            best_ns, best = min(fitting, key=lambda p: p[0])
-            ns, memory = _cost(m, k, n, got, t)
-            if memory > t.nodes * t.memory_bytes:
-                _fail(f"{where} {got} needs {memory / 1e6:,.0f} MB but the machine has "
-                      f"{t.nodes * t.memory_bytes / 1e6:,.0f} MB: replicating B costs a second copy of it.")
-            if ns > best_ns * 1.02:
-                reads = math.ceil(m / 2 / 1000)
-                _fail(f"{where} {got} takes {ns / 1e6:.2f} ms in the model; {best} takes {best_ns / 1e6:.2f} ms. "
-                      f"Each socket reads its rows of A once and B {reads} time(s); count the remote bytes "
-                      "of each choice (remote reads are slower), and the one-time copy replication costs.")
-    _passed("check_numa_layout", len(cases) + len(hidden), len(hidden))
+        randomized.append((m, k, n, numa.Topology(memory_bytes=mem, remote_latency_ns=rng.choice([120.0, 200.0]),
+                                                  remote_gbps=rng.choice([10.0, 25.0]))))
+    for i, (m, k, n, t) in enumerate(cases + randomized):
+        where = (f"{'random case' if i >= len(cases) else 'case'} {i + 1}: A [{m}, {k}], B [{k}, {n}], "
+                 f"{t.memory_bytes / 1e6:,.0f} MB per node, remote {t.remote_latency_ns:.0f} ns / "
+                 f"{t.remote_gbps:g} GB/s:")
+        got = _call(fn, where, m, k, n, t)
+        if not isinstance(got, dict) or set(got) != {"A", "B", "C"}:
+            _fail(f"{where} return a dict with keys 'A', 'B', 'C'; got {got!r}")
+        if got["A"] not in A_LAYOUTS or got["C"] not in A_LAYOUTS or got["B"] not in B_LAYOUTS:
+            _fail(f"{where} {got} is not a layout: A and C are one of {A_LAYOUTS}, B one of {B_LAYOUTS}")
+        options = [dict(zip("ABC", combo)) for combo in itertools.product(A_LAYOUTS, B_LAYOUTS, A_LAYOUTS)]
+        fitting = [(_cost(m, k, n, o, t)[0], o) for o in options
+                   if _cost(m, k, n, o, t)[1] <= t.nodes * t.memory_bytes]
+        best_ns, best = min(fitting, key=lambda p: p[0])
+        ns, memory = _cost(m, k, n, got, t)
+        if memory > t.nodes * t.memory_bytes:
+            _fail(f"{where} {got} needs {memory / 1e6:,.0f} MB but the machine has "
+                  f"{t.nodes * t.memory_bytes / 1e6:,.0f} MB: replicating B costs a second copy of it.")
+        if ns > best_ns * 1.02:
+            reads = math.ceil(m / 2 / 1000)
+            _fail(f"{where} {got} takes {ns / 1e6:.2f} ms in the model; {best} takes {best_ns / 1e6:.2f} ms. "
+                  f"Each socket reads its rows of A once and B {reads} time(s); count the remote bytes "
+                  "of each choice (remote reads are slower), and the one-time copy replication costs.")
+    _passed("check_numa_layout", len(cases) + len(randomized))
