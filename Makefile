@@ -5,7 +5,7 @@
 #   make bench   install micrograd (and torch, if it can be had), run benchmarks/run.py
 #   make strip   remove outputs from notebooks/*.ipynb
 #   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
-#   make student write student versions of notebooks 01-08 (nbgrader) into build/student/
+#   make student write student versions of the notebooks with exercises (nbgrader) into build/student/
 #   make grade NB=path/to/submitted.ipynb   autograde one submitted notebook (nbgrader)
 #   make clean   remove .venv and build/test leftovers
 #

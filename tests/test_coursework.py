@@ -22,7 +22,9 @@ import pytest
 pytestmark = pytest.mark.filterwarnings("ignore:Object of type")
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
+from microtorch.exercises.course import exercise_notebooks  # noqa: E402
+
+NOTEBOOKS = exercise_notebooks()
 IDS = [p.stem for p in NOTEBOOKS]
 CELL_TIMEOUT_S = 120
 

@@ -31,6 +31,15 @@ ROOT = Path(__file__).resolve().parents[2]
 HINT = re.compile(r"\(hint:\s*(.*)\)\s*$")
 
 
+def exercise_notebooks() -> list[Path]:
+    """The notebooks of ``notebooks/`` that have exercises (nbgrader solution cells), in order."""
+    import json
+
+    return [p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+            if any(c.get("metadata", {}).get("nbgrader", {}).get("solution")
+                   for c in json.loads(p.read_text(encoding="utf-8"))["cells"])]
+
+
 def stub_for(source: str) -> str | None:
     """The stub replacing the first solution region of one cell's ``source`` (see
     :func:`stubs_for`), or None if it carries no hint."""
@@ -189,7 +198,7 @@ def main(argv=None) -> int:
     g.add_argument("--source", type=Path, help="the instructor notebook (default: notebooks/<same name>)")
     args = p.parse_args(argv)
     if args.cmd == "student":
-        nbs = args.notebooks or sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
+        nbs = args.notebooks or exercise_notebooks()
         student(args.out, [n.resolve() for n in nbs])
         return 0
     submitted = args.submitted.resolve()
