@@ -377,6 +377,13 @@ def _peak_cases():
     from ..memory.trace import Trace
 
     cases, keep = _leak_cases()
+    tr = Trace()
+    with tr:  # the same peak twice: the answer is the FIRST step that reaches it
+        a = randn(100)
+        del a
+        b = randn(100)
+    cases.append(("a = mt.randn(100); del a; b = mt.randn(100) (the peak is reached twice)", tr))
+    keep = (keep, b)
     r = rng()
     g = Generator().manual_seed(int(r.integers(1 << 30)))
     for k in range(8 if hidden() else 3):
