@@ -68,6 +68,20 @@ def case_div(rng):
     close(F.div(T(a), 4.0), a / 4.0)
 
 
+def case_floor_divide(rng):
+    a, b = rng.uniform(-5, 5, (3, 4)), positive(rng, 4) * np.where(rng.random(4) < 0.5, -1, 1)
+    close(F.floor_divide(T(a), T(b)), np.floor_divide(a, b))
+    close(T(a) // T(b), np.floor_divide(a, b))
+    close(F.floor_divide(T(a), 2.5), np.floor_divide(a, 2.5))
+
+
+def case_remainder(rng):
+    a, b = rng.uniform(-5, 5, (3, 4)), positive(rng, 4) * np.where(rng.random(4) < 0.5, -1, 1)
+    close(F.remainder(T(a), T(b)), np.remainder(a, b))  # the sign of the divisor, as Python and PyTorch
+    close(T(a) % T(b), np.remainder(a, b))
+    close(F.remainder(T(a), -1.5), np.remainder(a, -1.5))
+
+
 def case_neg(rng):
     a = rng.standard_normal((3, 4))
     close(F.neg(T(a)), -a)

@@ -400,7 +400,9 @@ class RefcountPainter(Painter):
                                           f"{len(f.live)} live (thick lines) · height = refcount ({scale})",
                                           f"{len(f.live)} live · height = refcount ({scale})",
                                           f"{len(f.live)} live · height = refcount"
-                                          + (" (log scale)" if f.log_scale else "")], 9.5, bold=False),
+                                          + (" (log scale)" if f.log_scale else ""),
+                                          f"{len(f.live)} live" + (" · log scale" if f.log_scale else "")],
+                                     9.5, bold=False),
                      loc="left", fontsize=9.5, fontweight="normal", y=1.0, pad=6)
 
 
