@@ -173,6 +173,8 @@ def check_thread_cache(cache_cls) -> None:
     every cache is flushed, central holds every block exactly once); a cache never holds
     more than ``capacity`` blocks after a free; ``central.take``/``give`` only under the lock;
     and the lock taken at most about once per ``batch`` allocations or frees."""
+    if not isinstance(cache_cls, type):
+        _fail(f"check_thread_cache needs your class (class ThreadCache: ...), got {cache_cls!r}.")
     rng = random.Random(918 if hidden() else 12)
     cases = [] if hidden() else [(2, 8, 4, False, 200), (3, 4, 2, True, 300), (2, 16, 8, True, 400)]
     randomized = [(rng.randint(2, 4), c, max(1, c // 2), True, 300)
@@ -243,6 +245,8 @@ def check_best_fit(alloc_cls) -> None:
     ``round_to``; the *smallest* free block that fits (the lowest address among equals),
     split when larger; a freed block merged with the free blocks right before and after it.
     Checked offset by offset against a reference on fixed and hidden random sequences."""
+    if not isinstance(alloc_cls, type):
+        _fail(f"check_best_fit needs your class (class BestFitAllocator: ...), got {alloc_cls!r}.")
     fixed = [
         (4096, 512, [("alloc", 1000), ("alloc", 3000), ("free", 0), ("alloc", 600)]),
         (8192, 512, [("alloc", 1000), ("alloc", 512), ("alloc", 2000), ("alloc", 512), ("free", 0),
