@@ -230,3 +230,10 @@ def test_the_hidden_cases_differ_from_the_visible_ones():
     finally:
         checking._HIDDEN[0] = False
     assert not any(case in visible for case in hidden)
+
+
+def test_the_fallback_first_fit_is_the_engines_and_no_answer():
+    for buffers in ex._first_fit_cases():
+        assert mt.exercises.fallbacks.first_fit(buffers) == ex.reference_fit(buffers)
+    with pytest.raises(WriteItYourself, match="write first-fit yourself"):
+        ex.check_first_fit(mt.exercises.fallbacks.first_fit)
