@@ -1,5 +1,6 @@
 """Notebook 10's checkers: the reference answers pass, and typical wrong answers are each
-caught with a message that points at the mistake."""
+caught with a message that points at the mistake; an unfinished exercise shows its stub, and
+the hidden cases run."""
 import itertools
 import math
 
@@ -78,7 +79,7 @@ def test_sqrt_segments_reference_passes(capsys):
     (last_takes_rest, "differ by more than one|longer segments first"),
     (shorter_first, "longer segments first"),
     (overlapping, "overlap"),
-    (uses_the_engine, "write this yourself"),
+    (uses_the_engine, "write the √n segments yourself"),
     (lambda n: None, r"list of \(start, stop\) pairs"),
 ])
 def test_sqrt_segments_wrong_answers_are_caught(wrong, message):
@@ -170,7 +171,7 @@ def test_chain_dp_reference_passes(capsys):
     (greedy, "returned None, but a schedule fits|recomputes"),
     (always_sqrt, "peaks at|recomputes|no schedule fits"),
     (least_bytes, "Minimise the recompute time"),
-    (lambda c, b: mt.utils.checkpoint.optimal(c, b).segments, "write this yourself"),
+    (lambda c, b: mt.utils.checkpoint.optimal(c, b).segments, "write the chain's dynamic program yourself"),
 ])
 def test_chain_dp_wrong_answers_are_caught(wrong, message):
     with pytest.raises(AssertionError, match=message):
@@ -179,7 +180,7 @@ def test_chain_dp_wrong_answers_are_caught(wrong, message):
 
 def test_exhaustive_search_is_too_slow_for_the_long_chain():
     with pytest.raises(AssertionError, match="2·3\\^39"):
-        check_optimal_chain(brute, time_limit=0.5)
+        check_optimal_chain(brute, time_limit=0.1)  # brute spends ~0.3 s on the long chain
 
 
 def test_stored_long_optimum_is_the_models():
@@ -197,3 +198,14 @@ def test_stored_long_optimum_is_the_models():
 def test_engine_is_restored_after_a_check():
     check_sqrt_segments(good_segments)
     assert mt.utils.checkpoint.sqrt_segments(4) == [(0, 2), (2, 4)]
+
+
+def test_an_unfinished_function_shows_its_stub_and_hidden_cases_run(capsys):
+    def unfinished(*args):
+        raise NotImplementedError("write it")
+    for check in (check_sqrt_segments, check_optimal_chain):
+        with pytest.raises(NotImplementedError, match="write it"):
+            check(unfinished)
+    check_sqrt_segments(good_segments, hidden=True)
+    check_optimal_chain(good_dp, hidden=True)
+    assert capsys.readouterr().out.count("(the hidden ones)") == 2

@@ -1,5 +1,6 @@
 """The notebook 11 checkers accept correct answers, catch the typical wrong ones with a
-pointed message, and refuse the engine's own functions as answers."""
+pointed message, and refuse the engine's own functions as answers; an unfinished exercise
+shows its stub, and the hidden cases run."""
 from __future__ import annotations
 
 import numpy as np
@@ -159,3 +160,15 @@ def test_wrong_spmm_backwards_are_explained(wrong, words):
     with pytest.raises(AssertionError) as e:
         mt.exercises.check_spmm_backward(wrong)
     assert words in str(e.value)
+
+
+def test_an_unfinished_function_shows_its_stub_and_hidden_cases_run(capsys):
+    def unfinished(*args):
+        raise NotImplementedError("write it")
+    for check in (mt.exercises.check_coo_to_csr, mt.exercises.check_coalesce, mt.exercises.check_spmm_backward):
+        with pytest.raises(NotImplementedError, match="write it"):
+            check(unfinished)
+    mt.exercises.check_coo_to_csr(my_csr, hidden=True)
+    mt.exercises.check_coalesce(my_coalesce, hidden=True)
+    mt.exercises.check_spmm_backward(my_backward, hidden=True)
+    assert capsys.readouterr().out.count("(the hidden ones)") == 3

@@ -1,9 +1,11 @@
 """Notebook 09's checkers accept right answers, catch typical wrong ones with a pointed
-message, and run only the learner's code (the engine's planner is blocked meanwhile)."""
+message, and run only the learner's code (the engine's planner is switched off meanwhile);
+an unfinished exercise shows its stub, and the hidden cases run."""
 import pytest
 
 import microtorch as mt
 from microtorch.exercises import planning as ex
+from microtorch.exercises.checking import WriteItYourself
 from microtorch.planning import Program, plan, random_program
 
 
@@ -61,7 +63,7 @@ def test_the_engine_liveness_cannot_be_the_answer():
         prog = Program.from_statements(["a = f()"])
         return prog.liveness()
 
-    with pytest.raises(AssertionError, match="write this yourself"):
+    with pytest.raises(WriteItYourself, match="write the liveness solver yourself"):
         ex.check_block_liveness(engine)
     assert Program.from_statements(["a = f()"]).liveness().iterations >= 1  # restored afterwards
 
@@ -147,7 +149,7 @@ def test_the_engine_planner_cannot_be_the_answer():
         prog = Program.from_intervals({n: (f, l, s) for n, f, l, s in buffers})
         return mt.memory.plan(prog, "first_fit").offsets
 
-    with pytest.raises(AssertionError, match="write this yourself"):
+    with pytest.raises(WriteItYourself, match="write first-fit yourself"):
         ex.check_first_fit(engine)
 
 
@@ -204,3 +206,34 @@ def test_reference_arenas_agree_with_the_engine():
         p = {n: (iv[n].first, iv[n].last, prog.buffers[n].size) for n in prog.planned}
         ff, g = ex.reference_arenas(p)
         assert ff == plan(prog, "first_fit").arena_bytes and g == plan(prog, "greedy_by_size").arena_bytes
+
+
+def test_an_unfinished_function_shows_its_stub_and_hidden_cases_run(capsys):
+    def unfinished(*args):
+        raise NotImplementedError("write it")
+    for check in (ex.check_block_liveness, ex.check_first_fit, ex.check_greedy_vs_first_fit):
+        with pytest.raises(NotImplementedError, match="write it"):
+            check(unfinished)
+    ex.check_block_liveness(solve, hidden=True)
+    ex.check_first_fit(first_fit, hidden=True)
+    ex.check_greedy_vs_first_fit(lambda: (WINS, find("loses")), hidden=True)
+    assert capsys.readouterr().out.count("(the hidden ones)") == 3
+
+
+def test_the_hidden_cases_differ_from_the_visible_ones():
+    from microtorch.exercises import checking
+
+    visible = ex._first_fit_cases()
+    checking._HIDDEN[0] = True
+    try:
+        hidden = ex._first_fit_cases()
+    finally:
+        checking._HIDDEN[0] = False
+    assert not any(case in visible for case in hidden)
+
+
+def test_the_fallback_first_fit_is_the_engines_and_no_answer():
+    for buffers in ex._first_fit_cases():
+        assert mt.exercises.fallbacks.first_fit(buffers) == ex.reference_fit(buffers)
+    with pytest.raises(WriteItYourself, match="write first-fit yourself"):
+        ex.check_first_fit(mt.exercises.fallbacks.first_fit)

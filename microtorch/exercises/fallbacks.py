@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..functions.broadcast import unbroadcast
 from ..memory.aliasing import Layout, alias
 
-__all__ = ["LogSumExp", "extent", "shares_element", "unbroadcast", "windows"]
+__all__ = ["LogSumExp", "extent", "first_fit", "shares_element", "unbroadcast", "windows"]
 
 
 def _layout(offset, shape, strides) -> Layout:
@@ -34,6 +34,14 @@ def shares_element(a, b) -> bool:
     """Do two views of one storage, each ``(offset, shape, strides)``, read a common element?
     The engine's exact alias test, ``mt.memory.alias``."""
     return alias(_layout(*a), _layout(*b)).answer == "must"
+
+
+def first_fit(buffers) -> dict:
+    """``{name: offset}`` of ``(name, first, last, size)`` buffers: the engine's first-fit
+    planner, ``plan(Program.from_intervals(...), "first_fit")``."""
+    from ..planning import Program, plan
+
+    return plan(Program.from_intervals({n: (f, l, s) for n, f, l, s in buffers}), "first_fit").offsets
 
 
 class LogSumExp:

@@ -6,42 +6,21 @@ The references here are independent of the engine's planner: liveness by searchi
 (a buffer is live into a block if some path from it reads the buffer before writing it —
 no equations, no iteration), first-fit by trying every candidate offset, greedy-by-size
 the same way. While the learner's function runs, the engine's own liveness solver and
-planners are blocked, so they cannot be the answer.
+planners are switched off (:func:`~.checking.checker`), so they cannot be the answer. Fixed
+cases come first, then random ones (another seed, and more of them, with ``hidden=True``).
 """
 from __future__ import annotations
 
-import contextlib
 import random
 
-from .. import memory, planning
-from ..planning import liveness, planners, program
-from .checking import _call, _fail
+from .checking import _call, _fail, _passed, checker, hidden
 
 
-# ----------------------------------------------------------------------------------------------
-# blocking the engine while the learner's code runs
-# ----------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _engine_blocked(what: str):
-    def refuse(*_, **__):
-        raise AssertionError(f"write this yourself: the engine's {what} is switched off while the checker "
-                             "runs your function.")
+def _planning_blocks():
+    """The engine's liveness solver and planners: switched off while the learner's code runs."""
+    from ..planning import liveness, planners, program
 
-    saved = [(liveness, "solve"), (program.Program, "liveness"), (planners, "plan"), (planners, "place"),
-             (planning, "plan"), (memory, "plan")]
-    old = [getattr(obj, name) for obj, name in saved]
-    for obj, name in saved:
-        setattr(obj, name, refuse)
-    try:
-        yield
-    finally:
-        for (obj, name), value in zip(saved, old):
-            setattr(obj, name, value)
-
-
-def _run(fn, where: str, what: str, *args):
-    with _engine_blocked(what):
-        return _call(fn, where, *args)
+    return [liveness.solve, (program.Program, "liveness"), planners.plan, planners.place]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,6 +136,7 @@ def _copy(blocks):
     return {b: {"use": set(v["use"]), "def": set(v["def"]), "succ": list(v["succ"])} for b, v in blocks.items()}
 
 
+@checker("the liveness solver", blocks=_planning_blocks)
 def check_block_liveness(fn) -> None:
     """``fn(blocks) -> (live_in, live_out)``: ``blocks`` maps each block's name to
     ``{"use": set, "def": set, "succ": [successor names]}`` (in program order; a block with no
@@ -164,14 +144,16 @@ def check_block_liveness(fn) -> None:
     block to its set of live buffers on entry and on exit — the solution of
     ``live_in[b] = use[b] ∪ (live_out[b] − def[b])``, ``live_out[b] = ∪ live_in[s]``.
     Checked against liveness found by searching paths, on stored programs with loops and
-    branches and on hidden random ones."""
-    rng = random.Random(9)
-    cases = _stored_cfgs() + [_random_cfg(rng) for _ in range(40)]
+    branches and on random ones."""
+    rng = random.Random(918 if hidden() else 9)
+    stored = [] if hidden() else _stored_cfgs()
+    cases = stored + [_random_cfg(rng) for _ in range(80 if hidden() else 40)]
     first_failure, candidates = None, list(range(len(_MISTAKES)))
     for k, blocks in enumerate(cases):
-        where = "for the loop program of the notebook:" if k == 0 else f"for program {k + 1}:"
+        where = ("for the loop program of the notebook:" if k == 0 and stored else
+                 f"for {'random program' if k >= len(stored) else 'program'} {k + 1}:")
         want_in, want_out = reference_liveness(blocks)
-        got = _run(fn, where, "liveness solver", _copy(blocks))
+        got = _call(fn, where, _copy(blocks))
         if got is None:
             _fail(f"{where} your function returned None: did you forget `return live_in, live_out`?")
         if not (isinstance(got, tuple) and len(got) == 2 and all(isinstance(d, dict) for d in got)):
@@ -195,7 +177,7 @@ def check_block_liveness(fn) -> None:
         hint = (_MISTAKES[candidates[0]][1] if candidates else
                 "Check both equations, and keep iterating over all blocks until nothing changes.")
         _fail(first_failure + "\n" + hint)
-    print(f"✓ check_block_liveness: all {len(cases)} programs agree with a search over their paths.")
+    _passed("check_block_liveness", len(cases))
 
 
 def _show(blocks) -> str:
@@ -234,35 +216,37 @@ def _arena(buffers, offsets) -> int:
 
 
 def _first_fit_cases():
-    stored = [
+    """The stored cases (not with ``hidden=True``), then random ones."""
+    stored = [] if hidden() else [
         [("a", 0, 2, 4), ("b", 1, 3, 2), ("c", 3, 5, 4), ("d", 4, 6, 2)],
         [("x", 0, 0, 8), ("y", 1, 1, 8), ("z", 2, 2, 8)],  # nothing overlaps: all at 0
         [("p", 0, 5, 2), ("q", 0, 1, 4), ("r", 2, 3, 3), ("s", 2, 5, 1), ("t", 4, 5, 2)],
         [("big", 0, 3, 10), ("small", 1, 1, 1), ("mid", 4, 6, 6), ("late", 5, 6, 5)],
     ]
-    rng = random.Random(16)
-    hidden = []
-    for k in range(60):
+    rng = random.Random(918 if hidden() else 16)
+    randomized = []
+    for k in range(120 if hidden() else 60):
         n = rng.randint(2, 12)
         bufs = []
         for i in range(n):
             first = rng.randint(0, 10)
             bufs.append((f"b{i}", first, first + rng.randint(0, 5), rng.choice([1, 2, 3, 4, 8])))
-        hidden.append(sorted(bufs, key=lambda b: (b[1], b[0])))
-    return stored + hidden
+        randomized.append(sorted(bufs, key=lambda b: (b[1], b[0])))
+    return stored + randomized
 
 
+@checker("first-fit", blocks=_planning_blocks)
 def check_first_fit(fn) -> None:
     """``fn(buffers) -> {name: offset}``: ``buffers`` is a list of ``(name, first, last, size)`` —
     live from instruction ``first`` to ``last`` inclusive, ``size`` bytes — in the order to place
     them (by first instruction). Put each at the lowest offset ≥ 0 where it overlaps no buffer
     already placed whose interval overlaps its own. Checked against a reference that tries every
-    candidate offset, on stored and hidden random cases."""
+    candidate offset, on stored and random cases."""
     cases = _first_fit_cases()
     first_failure, candidates = None, list(range(len(_FIT_MISTAKES)))
     for k, buffers in enumerate(cases):
         where = f"for buffers {buffers}:"
-        got = _run(fn, where, "planner", list(buffers))
+        got = _call(fn, where, list(buffers))
         if got is None:
             _fail(f"{where} your function returned None: did you forget `return offsets`?")
         if not isinstance(got, dict):
@@ -293,7 +277,7 @@ def check_first_fit(fn) -> None:
                 "Take the buffers in the given order; for each, try offset 0 and the end of every live placed "
                 "buffer, lowest first, and keep the first that overlaps none of them.")
         _fail(first_failure + "\n" + hint)
-    print(f"✓ check_first_fit: all {len(cases)} cases agree with the reference (lowest fitting gap).")
+    _passed("check_first_fit", len(cases))
 
 
 def _naive(buffers):
@@ -348,13 +332,15 @@ def _valid_program(where: str, p) -> None:
             _fail(f"{where} buffer {n!r} has size {size}; sizes are positive.")
 
 
+@checker("the two programs", blocks=_planning_blocks)
 def check_greedy_vs_first_fit(fn) -> None:
     """``fn() -> (greedy_wins, greedy_loses)``: two programs, each ``{name: (first, last, size)}``.
     In the first, greedy-by-size (largest first, lowest gap) must need a strictly smaller arena
     than first-fit (by first instruction, lowest gap); in the second, strictly larger. Both are
-    measured by the checker's own planners."""
+    measured by the checker's own planners (the engine's are switched off while ``fn`` runs).
+    There are no random cases to draw: ``hidden=True`` checks the same two programs."""
     where = "your answer:"
-    got = _run(fn, where, "planner")
+    got = _call(fn, where)
     if not (isinstance(got, tuple) and len(got) == 2):
         _fail(f"{where} return a pair (greedy_wins, greedy_loses) of programs, got {got!r}.")
     wins, loses = got
@@ -371,4 +357,5 @@ def check_greedy_vs_first_fit(fn) -> None:
         _fail(f"greedy_loses: first-fit needs {ff_l} B, greedy-by-size {g_l} B; greedy must need more. "
               "Greedy ignores time: a big buffer placed first can sit where, in time order, small ones would "
               "have packed below it — try buffers whose lifetimes chain so that first-fit reuses perfectly.")
-    print(f"✓ check_greedy_vs_first_fit: greedy wins {g_w} B vs {ff_w} B, and loses {g_l} B vs {ff_l} B.")
+    print(f"greedy-by-size wins {g_w} B vs first-fit's {ff_w} B, and loses {g_l} B vs {ff_l} B.")
+    _passed("check_greedy_vs_first_fit", 2)

@@ -2,50 +2,26 @@
 sparse × dense — each written in numpy.
 
 The references here are independent of :mod:`microtorch.sparse` (plain Python loops over
-the elements, and dense numpy algebra), plus hidden random cases; while a checker runs,
-the engine's own conversions (``to_sparse_csr``, ``coalesce``, ``mt.sparse.mm``) are
-blocked, so calling them is not an answer: write it yourself.
+the elements, and dense numpy algebra), on fixed cases and random ones (another seed, and
+more of them, with ``hidden=True``); while the learner's function runs, the engine's own
+conversions (``to_sparse_csr``, ``coalesce``, ``mt.sparse.mm``) are switched off
+(:func:`~.checking.checker`), so calling them is not an answer: write it yourself.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
-from .checking import _call, _fail
+from .checking import _call, _fail, _passed, checker, hidden, rng
 
 
-class WriteItYourself(RuntimeError):
-    """An engine function the exercise asks you to write was called while the checker ran."""
-
-
-@contextlib.contextmanager
-def _blocked(what: str):
-    """Inside the block, the engine's sparse conversions and products raise :class:`WriteItYourself`."""
-    from .. import sparse
+def _sparse_blocks():
+    """The engine's sparse conversions and products: switched off while the learner's code runs."""
     from ..sparse import base, coo, csr, spmm
     from ..tensor import Tensor
 
-    def refuse(*args, **kwargs):
-        raise WriteItYourself(f"this exercise asks you to write {what} yourself with numpy; the "
-                              "engine's version (to_sparse_csr / coalesce / mt.sparse.mm) is blocked "
-                              "while the checker runs")
-
-    targets = [(coo.SparseCOOTensor, "coalesce"), (coo.SparseCOOTensor, "to_sparse_csr"),
-               (csr, "coo_to_csr"), (csr, "to_sparse_csr"), (Tensor, "to_sparse_csr"),
-               (sparse, "mm"), (spmm, "mm"), (spmm.SparseMM, "backward"), (base.SparseTensor, "__matmul__")]
-    saved = [(obj, name, obj.__dict__[name]) for obj, name in targets]
-    try:
-        for obj, name, _ in saved:
-            setattr(obj, name, refuse)
-        yield
-    finally:
-        for obj, name, value in saved:
-            setattr(obj, name, value)
-
-
-def _passed(name: str, n: int) -> None:
-    print(f"✓ {name}: all {n} cases agree with the reference (fixed and hidden random cases).")
+    return [(coo.SparseCOOTensor, "coalesce"), (coo.SparseCOOTensor, "to_sparse_csr"), csr.coo_to_csr,
+            csr.to_sparse_csr, (Tensor, "to_sparse_csr"), spmm.mm, (spmm.SparseMM, "backward"),
+            (base.SparseTensor, "__matmul__")]
 
 
 def _arrays(got, n: int, where: str, names: str):
@@ -100,27 +76,28 @@ CSR_CASES = [
 
 
 def _csr_cases():
-    yield from CSR_CASES
-    rng = np.random.default_rng()
-    for _ in range(4):
-        m, k = rng.integers(1, 9, 2)
-        yield (f"hidden random case ({m}×{k})",) + _random_pattern(rng, int(m), int(k), int(rng.integers(0, 20)), True) + ((int(m), int(k)),)
+    if not hidden():
+        yield from CSR_CASES
+    r = rng()
+    for _ in range(20 if hidden() else 6):
+        m, k = r.integers(1, 9, 2)
+        yield (f"random case ({m}×{k})",) + _random_pattern(r, int(m), int(k), int(r.integers(0, 20)), True) + ((int(m), int(k)),)
 
 
+@checker("the COO → CSR conversion", blocks=_sparse_blocks)
 def check_coo_to_csr(fn) -> None:
     """``fn(rows, cols, values, shape) -> (crow_indices, col_indices, values)``: convert a COO
     matrix whose positions are distinct but in any order into CSR — ``crow`` has
     ``rows + 1`` entries starting at 0, row i's elements are ``crow[i]:crow[i+1]``, columns
     sorted within each row, values moved with their columns."""
     n = 0
-    with _blocked("the COO → CSR conversion"):
-        for what, rows, cols, values, shape in _csr_cases():
-            n += 1
-            where = f"case '{what}' (rows={rows.tolist()}, cols={cols.tolist()}, shape={shape}):"
-            crow, ocols, ovals = _arrays(_call(fn, where, rows.copy(), cols.copy(), values.copy(), shape),
-                                         3, where, "crow_indices, col_indices, values")
-            want = reference_csr(rows, cols, values, shape)
-            _diagnose_csr(where, crow, ocols, ovals, want, rows, cols, values, shape)
+    for what, rows, cols, values, shape in _csr_cases():
+        n += 1
+        where = f"case '{what}' (rows={rows.tolist()}, cols={cols.tolist()}, shape={shape}):"
+        crow, ocols, ovals = _arrays(_call(fn, where, rows.copy(), cols.copy(), values.copy(), shape),
+                                     3, where, "crow_indices, col_indices, values")
+        want = reference_csr(rows, cols, values, shape)
+        _diagnose_csr(where, crow, ocols, ovals, want, rows, cols, values, shape)
     _passed("check_coo_to_csr", n)
 
 
@@ -196,26 +173,27 @@ COALESCE_CASES = [
 
 
 def _coalesce_cases():
-    yield from COALESCE_CASES
-    rng = np.random.default_rng()
-    for _ in range(4):
-        m, k = (int(x) for x in rng.integers(1, 6, 2))
-        rows, cols, vals = _random_pattern(rng, m, k, int(rng.integers(1, 16)), False)
-        yield (f"hidden random case ({m}×{k}, {rows.size} elements)", np.stack([rows, cols]), vals, (m, k))
+    if not hidden():
+        yield from COALESCE_CASES
+    r = rng()
+    for _ in range(20 if hidden() else 6):
+        m, k = (int(x) for x in r.integers(1, 6, 2))
+        rows, cols, vals = _random_pattern(r, m, k, int(r.integers(1, 16)), False)
+        yield (f"random case ({m}×{k}, {rows.size} elements)", np.stack([rows, cols]), vals, (m, k))
 
 
+@checker("coalescing", blocks=_sparse_blocks)
 def check_coalesce(fn) -> None:
     """``fn(indices, values, shape) -> (indices, values)``: coalesce a COO matrix — positions
     sorted row-major (by row, then column), each once, holding the sum of its values
     (entries whose sum is 0 stay, as in PyTorch)."""
     n = 0
-    with _blocked("coalescing"):
-        for what, idx, vals, shape in _coalesce_cases():
-            n += 1
-            where = f"case '{what}' (indices={idx.tolist()}, values={vals.tolist()}):"
-            oidx, ovals = _arrays(_call(fn, where, idx.copy(), vals.copy(), shape), 2, where, "indices, values")
-            widx, wvals = reference_coalesce(idx, vals, shape)
-            _diagnose_coalesce(where, oidx, ovals, widx, wvals, idx, vals)
+    for what, idx, vals, shape in _coalesce_cases():
+        n += 1
+        where = f"case '{what}' (indices={idx.tolist()}, values={vals.tolist()}):"
+        oidx, ovals = _arrays(_call(fn, where, idx.copy(), vals.copy(), shape), 2, where, "indices, values")
+        widx, wvals = reference_coalesce(idx, vals, shape)
+        _diagnose_coalesce(where, oidx, ovals, widx, wvals, idx, vals)
     _passed("check_coalesce", n)
 
 
@@ -274,33 +252,34 @@ def reference_spmm_backward(rows, cols, values, D, G):
 
 
 def _spmm_cases():
-    rng = np.random.default_rng(11)
+    fixed_rng = np.random.default_rng(11)
     fixed = [("a 3×3 matrix times 3×2", 3, 3, 2, 4, True),
              ("a repeated position (its two values each get the same gradient)", 3, 3, 2, 5, False),
              ("a wide output (4 columns)", 3, 2, 4, 4, True)]
+    fixed = [] if hidden() else fixed
     for what, m, k, n, nnz, unique in fixed:
-        yield (what,) + _random_pattern(rng, m, k, nnz, unique) + (
-            np.round(rng.standard_normal((k, n)), 2), np.round(rng.standard_normal((m, n)), 2))
-    rng = np.random.default_rng()
-    for _ in range(4):
-        m, k, n = (int(x) for x in rng.integers(1, 7, 3))
-        yield (f"hidden random case ({m}×{k} @ {k}×{n})",) + _random_pattern(rng, m, k, int(rng.integers(1, 12)), False) + (
-            rng.standard_normal((k, n)), rng.standard_normal((m, n)))
+        yield (what,) + _random_pattern(fixed_rng, m, k, nnz, unique) + (
+            np.round(fixed_rng.standard_normal((k, n)), 2), np.round(fixed_rng.standard_normal((m, n)), 2))
+    r = rng()
+    for _ in range(20 if hidden() else 6):
+        m, k, n = (int(x) for x in r.integers(1, 7, 3))
+        yield (f"random case ({m}×{k} @ {k}×{n})",) + _random_pattern(r, m, k, int(r.integers(1, 12)), False) + (
+            r.standard_normal((k, n)), r.standard_normal((m, n)))
 
 
+@checker("the backward of sparse × dense", blocks=_sparse_blocks)
 def check_spmm_backward(fn) -> None:
     """``fn(rows, cols, values, D, G) -> (grad_values, grad_D)``: for out = S @ D with S the
     m × k matrix stored as (rows, cols, values) (repeats add up) and G = dL/d(out), return
     dL/d(values) — one number per stored element — and dL/dD = Sᵀ G."""
     n = 0
-    with _blocked("the backward of sparse × dense"):
-        for what, rows, cols, values, D, G in _spmm_cases():
-            n += 1
-            where = f"case '{what}' (rows={rows.tolist()}, cols={cols.tolist()}):"
-            gv, gD = _arrays(_call(fn, where, rows.copy(), cols.copy(), values.copy(), D.copy(), G.copy()), 2,
-                             where, "grad_values, grad_D")
-            wv, wD = reference_spmm_backward(rows, cols, values, D, G)
-            _diagnose_spmm(where, gv, gD, wv, wD, rows, cols, values, D, G)
+    for what, rows, cols, values, D, G in _spmm_cases():
+        n += 1
+        where = f"case '{what}' (rows={rows.tolist()}, cols={cols.tolist()}):"
+        gv, gD = _arrays(_call(fn, where, rows.copy(), cols.copy(), values.copy(), D.copy(), G.copy()), 2,
+                         where, "grad_values, grad_D")
+        wv, wD = reference_spmm_backward(rows, cols, values, D, G)
+        _diagnose_spmm(where, gv, gD, wv, wD, rows, cols, values, D, G)
     _passed("check_spmm_backward", n)
 
 
