@@ -87,9 +87,11 @@ def render(program, i: int = 0, *, max_rows: int = MAX_ROWS, width: float = DEFA
     f = live_sets_facts(program, i, max_rows=max_rows)
     n = len(program.instructions)
     rows = max(1, len(f.rows))
-    fig = new_figure(width, 1.6 + 0.24 * rows)
+    fig = new_figure(width, 1.8 + 0.24 * rows)
+    h = fig.get_figheight()
     left = label_margin([r[1] for r in f.rows], 8, width, lo=0.12)
-    ax = fig.add_axes((left, 0.16, 0.97 - left, 0.72))
+    # inches, not fractions, for the margins: the title rows and the x label keep their room
+    ax = fig.add_axes((left, 0.5 / h, 0.97 - left, 1 - 1.25 / h))
     biggest = max((r[5] for r in f.rows), default=1) or 1
     live_in, defs, uses = set(f.live_in), set(f.defs), set(f.use)
     for k, (x, label, kind, ext, runs, nbytes) in enumerate(f.rows):

@@ -154,7 +154,7 @@ class LivenessPainter(Painter):
         self.fig = fig = new_figure(width, top_h + gantt_h + gap + curve_h + bottom_h)
         h = fig.get_figheight()
         gantt_h = h - top_h - gap - curve_h - bottom_h  # after the height bounds
-        left = label_margin([] if f.shared_rows else [b.label for b in f.bars], 8, width, lo=0.95 / width)
+        left = label_margin([] if f.shared_rows else [b.label for b in f.bars], 8, width, lo=1.15 / width)
         w = 0.96 - left
         self.ax = ax = fig.add_axes((left, (bottom_h + curve_h + gap) / h, w, gantt_h / h))
         self.ax2 = ax2 = fig.add_axes((left, bottom_h / h, w, curve_h / h), sharex=ax)

@@ -65,7 +65,7 @@ def describe(plan, k: int | None = None) -> str:
 def render(plan, k: int | None = None, *, width: float = DEFAULT_WIDTH):
     f = packing_facts(plan, k)
     fig = new_figure(width, 4.6)
-    ax = fig.add_axes((0.11, 0.13, 0.86, 0.72))
+    ax = fig.add_axes((0.11, 0.2, 0.86, 0.66))
     for x, label, kind, first, last, offset, size in f.rects:
         pk = _KIND.get(kind, "unknown")
         now = x == f.current
@@ -83,7 +83,7 @@ def render(plan, k: int | None = None, *, width: float = DEFAULT_WIDTH):
     ax.set_xlabel("instruction (time →)")
     ax.set_ylabel("arena offset (bytes)")
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=8.5, frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8.5, frameon=False)
     now = f" · placing {f.rects[-1][1][:40]}" if f.current else ""
     ax.set_title(f"{f.k} of {f.n} buffers placed{now}", fontsize=9.5, loc="left", fontweight="normal")
     fig.suptitle(f"Packing: {f.strategy}, {f.arena_bytes:,} B for a lower bound of {f.lower_bound:,} B",

@@ -253,7 +253,7 @@ def render_schedule(sched, trace=None, plain_trace=None, width: float = DEFAULT_
                      label="dropped, recomputed in backward"),
                Line2D([0], [0], marker="v", color=palette.color("ready"), linestyle="none", label="checkpoint keeps")]
     if has_curve:
-        ax2 = fig.add_axes((0.11, 0.6 / h + 0.3 / h, 0.85, top - chain_h - 1.45 / h))
+        ax2 = fig.add_axes((0.15, 0.6 / h + 0.3 / h, 0.81, top - chain_h - 1.45 / h))
         peak = 1.0
         if f.before is not None:
             xs = np.linspace(0, 1, f.before.size)
