@@ -132,3 +132,25 @@ def test_numa_picture_shows_the_models_placement_and_costs():
     assert "simulated" in fig.description
     first_op_step = next(e["step"] for e in tr.events if e["kind"] == "op")
     assert len(vn.numa_facts(tr, first_op_step, affinity=on).ops) == 1
+
+
+def test_a_trace_recorded_with_threads_places_each_threads_ops_on_its_socket():
+    import threading
+
+    mt.manual_seed(0)
+    w = mt.randn(128, 128)
+    x = mt.randn(32, 128)
+    out = {}
+    with mt.trace() as tr:
+        out["a"] = (x @ w).relu()                      # the recording thread: node 0
+        t = threading.Thread(target=lambda: out.__setitem__("b", (out["a"] @ w).tanh()))
+        t.start(), t.join()                            # another thread: node 1
+        (out["b"] @ w).sum()                           # back on node 0
+    ops = [e for e in tr.events if e["kind"] == "op"]
+    assert [("thread" in e) for e in ops] == [False, False, True, True, False, False]
+    assert all(e["thread"] == t.ident for e in ops if "thread" in e)
+    r = numa.simulate(tr)  # affinity by thread
+    assert [node for _, _, node, _ in r.op_ns] == [0, 0, 1, 1, 0, 0]
+    # the worker's matmul read what the main thread first touched: remote bytes
+    assert r.remote_bytes > 0
+    assert numa.simulate(tr, affinity=lambda i, e: 0).remote_bytes == 0

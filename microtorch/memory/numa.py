@@ -12,7 +12,8 @@ or by binding them to one socket (``numactl --membind``). This module models tha
   on a one-node machine like a 2-core VM there is nothing to place, which is why the rest
   is a model.
 * :func:`simulate` — replays a recorded trace's ops with a *thread affinity* (which socket
-  runs each op) and a *placement policy* (first touch, interleave, bind), and charges each
+  runs each op; by default the thread each op was recorded from, one thread per socket) and a
+  *placement policy* (first touch, interleave, bind), and charges each
   op for the bytes it reads and writes: ``time = Σ bytes / bandwidth(local or remote) +
   accesses × latency``, per storage, with an interleaved storage split half and half.
 * :func:`affinity_score` — the article's Affinity(T, N) = Σ over ops using T of access
@@ -132,11 +133,22 @@ class NumaReport:
         return self.remote_bytes / total if total else 0.0
 
 
-def simulate(trace, affinity, policy="first_touch", topology: Topology | None = None,
+def by_thread(trace, topology: Topology | None = None):
+    """The affinity of a trace recorded with several threads: the thread that recorded runs on
+    node 0, each other thread (its ``thread`` field, in order of appearance) on the next node,
+    round-robin — as threads pinned one per socket would."""
+    topology = topology or Topology()
+    order = [None] + list(dict.fromkeys(e["thread"] for e in trace.events if "thread" in e))
+    node = {t: i % topology.nodes for i, t in enumerate(order)}
+    return lambda i, e: node[e.get("thread")]
+
+
+def simulate(trace, affinity="thread", policy="first_touch", topology: Topology | None = None,
              initial: dict | None = None) -> NumaReport:
     """Charge every op of ``trace`` on a modelled NUMA machine.
 
     ``affinity(i, event) -> node``: which socket runs the i-th op (a thread pinned there);
+    ``"thread"`` (the default): by the thread that ran it, as recorded (:func:`by_thread`);
     ``policy``: ``"first_touch"``, ``"interleave"``, ``bind(n)`` or a function
     ``(storage, writer_node, topology) -> {node: fraction}``; ``initial``: placements of
     storages that existed before the trace (e.g. parameters), ``{storage: {node: fraction}}``
@@ -145,6 +157,8 @@ def simulate(trace, affinity, policy="first_touch", topology: Topology | None = 
     remotely.
     """
     topology = topology or Topology()
+    if affinity == "thread":
+        affinity = by_thread(trace, topology)
     place = POLICIES.get(policy, policy) if isinstance(policy, str) else policy
     if not callable(place):
         raise ValueError(f"unknown NUMA policy {policy!r}; use one of {sorted(POLICIES)}, bind(n) or a function")

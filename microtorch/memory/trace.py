@@ -7,6 +7,10 @@ appends one event per thing it did: an op ran, a node was created or released, a
 was allocated or freed or its reference count changed, a backward node ran, a gradient
 was accumulated.
 
+An event emitted by another thread than the one that opened the recorder carries that
+thread's id (``thread``), so a trace of work spread over threads says who did what
+(:func:`microtorch.memory.numa.simulate` places ops by it).
+
 Every picture in :mod:`microtorch.viz` is a pure function of a recorded trace and a step
 index ``t`` (the event's position), so the same trace can be replayed, saved, compared and
 tested headless.
@@ -170,10 +174,13 @@ class Trace:
         self._previous: Trace | None = None
         self._replay = None  # built on first use by state_at / lifetimes / peak
         self._lock = threading.Lock()  # a data loader's worker threads emit too
+        self._thread = threading.get_ident()  # the thread recording; others' events say which they are
 
     # -- recording -----------------------------------------------------------------
     def emit(self, kind: str, **fields) -> None:
         fields["kind"] = kind
+        if "thread" not in fields and (me := threading.get_ident()) != self._thread:
+            fields["thread"] = me  # an event from another thread than the recording one
         with self._lock:  # step numbers stay the positions, whichever thread emits
             fields["step"] = len(self.events)
             self.events.append(fields)
