@@ -27,3 +27,18 @@ def test_saved_tensors_read_after_backward_raise_pytorchs_message():
     with pytest.raises(RuntimeError) as e:
         y.grad_fn.saved_arrays()
     assert str(e.value) == FREED
+
+
+def test_release_events_tell_backward_from_a_dropped_graph():
+    x = leaf([1.0, 2.0])
+    with mt.trace() as tr:
+        loss = (x.exp() * x).sum()
+        loss.backward()  # every node runs, then lets go of its saved tensors
+    ran = [e for e in tr.events if e["kind"] == "release"]
+    assert ran and all(e["dropped"] is False for e in ran)
+    assert {e["node"] for e in ran} == {e["node"] for e in tr.events if e["kind"] == "node_run"}
+    with mt.trace() as tr:
+        loss = (x.exp() * x).sum()
+        del loss  # never run: the graph is dropped
+    dropped = [e for e in tr.events if e["kind"] == "release"]
+    assert len(dropped) == 3 and all(e["dropped"] is True for e in dropped)
