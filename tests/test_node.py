@@ -42,3 +42,13 @@ def test_release_events_tell_backward_from_a_dropped_graph():
         del loss  # never run: the graph is dropped
     dropped = [e for e in tr.events if e["kind"] == "release"]
     assert len(dropped) == 3 and all(e["dropped"] is True for e in dropped)
+
+
+def test_results_without_a_graph_say_requires_grad_false_as_a_bool():
+    x = leaf([1.0, 2.0])
+    for out in (mt.ones(2) * 2, mt.ones(2).exp(), x.detach() + 1):
+        assert out.requires_grad is False and out.grad_fn is None
+    with mt.no_grad():
+        out = x * 2
+    assert out.requires_grad is False and out.grad_fn is None
+    assert (x * 2).requires_grad is True
