@@ -52,3 +52,13 @@ def test_results_without_a_graph_say_requires_grad_false_as_a_bool():
         out = x * 2
     assert out.requires_grad is False and out.grad_fn is None
     assert (x * 2).requires_grad is True
+
+
+@pytest.mark.parametrize("key", [(slice(None), slice(1, 1)), slice(1, 1), (0, slice(3, 3))])
+def test_an_empty_view_still_shares_its_base_storage(key):
+    x = mt.arange(6.0).reshape(2, 3)
+    v = x[key]
+    assert v.numel() == 0 and v.storage is x.storage  # a view like any other (PyTorch: v._base is x)
+    y = leaf(np.ones((2, 3)))
+    e = y[key]
+    assert e.storage is y.storage and e.requires_grad
