@@ -26,9 +26,6 @@ def test_maximum_gradient_is_broadcast_back_and_keeps_the_dtype():
     assert a.grad.tolist() == [[1.0], [2.5]] and b.grad.tolist() == [1.0, 1.5, 0.0]
 
 
-def test_maximum_names_itself_when_shapes_do_not_broadcast():
-    with pytest.raises(RuntimeError, match=r"^maximum: shapes \[2\] and \[3\]"):
-        mt.maximum(mt.ones(2), mt.ones(3))
 
 
 def test_clamp_passes_the_gradient_at_its_bounds():
@@ -64,3 +61,17 @@ def test_clone_is_contiguous_even_of_a_transposed_view():
     c = x.clone()
     assert c.is_contiguous() and c.stride() == (2, 1) and c.tolist() == x.tolist()
     assert c.storage is not x.storage
+
+
+@pytest.mark.parametrize("op", ["add", "div", "maximum"])
+def test_broadcast_errors_name_the_op(op):
+    with pytest.raises(RuntimeError, match=rf"^{op}: shapes \[2\] and \[3\] cannot be broadcast"):
+        getattr(mt, op)(mt.ones(2), mt.ones(3))
+
+
+def test_pow_zero_gradient_keeps_the_dtype_and_int_roots_are_float32():
+    x = leaf([1.0, 2.0], mt.float32)
+    (x ** 0).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0] and x.grad.dtype == mt.float32
+    r = mt.tensor([1, 4, 9]) ** 0.5
+    assert r.dtype == mt.float32 and r.tolist() == [1.0, 2.0, 3.0]
