@@ -75,3 +75,14 @@ def test_pow_zero_gradient_keeps_the_dtype_and_int_roots_are_float32():
     assert x.grad.tolist() == [0.0, 0.0] and x.grad.dtype == mt.float32
     r = mt.tensor([1, 4, 9]) ** 0.5
     assert r.dtype == mt.float32 and r.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_div_saves_the_numerator_only_when_the_denominator_needs_a_gradient():
+    a, b = leaf([1.0, 2.0]), mt.tensor([4.0, 8.0], dtype=mt.float64)
+    before = a.storage.refcount
+    y = a / b  # dy/da = 1/b: only b is needed
+    assert a.storage.refcount == before and b.storage.refcount == 2
+    c = leaf([4.0, 8.0])
+    z = a / c  # dz/dc = -a/c²: a is needed too
+    assert a.storage.refcount == before + 1
+    del y, z
