@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 
 from . import trace as _trace
-from .block import AllocatorError, Block, align_up, aligned_buffer
+from .block import AllocatorError, Block, align_up, aligned_buffer, check_return
 
 
 class BestFit:
@@ -85,10 +85,7 @@ class BestFit:
 
     def free(self, block: Block) -> None:
         """Give ``block`` back and merge it with free neighbours on either side."""
-        if block.owner is not self:
-            raise AllocatorError(f"{self.name}: {block!r} was not allocated by this allocator")
-        if not block.live:
-            raise AllocatorError(f"{self.name}: double free of {block!r}")
+        check_return(self, block, "best-fit allocator")
         block.live = False
         del self.live[block.id]
         self.reserved -= block.size

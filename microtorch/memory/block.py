@@ -75,6 +75,15 @@ class Block:
                 f"+{self.offset} (occupies {self.size} B), {state}>")
 
 
+def check_return(allocator, block: "Block", what: str) -> None:
+    """Refuse a block given back to ``allocator`` that it did not hand out, or that is already
+    back (every allocator's ``free`` starts here; ``what`` names the kind of allocator)."""
+    if block.owner is not allocator:
+        raise AllocatorError(f"{allocator.name}: {block!r} was not allocated by this {what} (foreign block)")
+    if not block.live:
+        raise AllocatorError(f"{allocator.name}: double free of {block!r}")
+
+
 def aligned_buffer(nbytes: int, alignment: int) -> np.ndarray:
     """A ``uint8`` buffer of ``nbytes`` whose first byte sits at a multiple of ``alignment``."""
     raw = np.empty(nbytes + alignment, dtype=np.uint8)

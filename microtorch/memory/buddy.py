@@ -26,7 +26,7 @@ splits and merges, so ``mt.viz.buddy`` can draw the tree at any step.
 from __future__ import annotations
 
 from . import trace as _trace
-from .block import AllocatorError, Block, aligned_buffer
+from .block import AllocatorError, Block, aligned_buffer, check_return
 
 
 class Buddy:
@@ -99,10 +99,7 @@ class Buddy:
 
     def free(self, block: Block) -> None:
         """Give ``block`` back, merging it with its free buddy as far up as it goes."""
-        if block.owner is not self:
-            raise AllocatorError(f"{self.name}: {block!r} was not allocated by this buddy allocator")
-        if not block.live:
-            raise AllocatorError(f"{self.name}: double free of {block!r}")
+        check_return(self, block, "buddy allocator")
         block.live = False
         del self.live[block.id]
         self.reserved -= block.size

@@ -41,7 +41,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from . import trace as _trace
-from .block import AllocatorError, Block, aligned_buffer, register
+from .block import AllocatorError, Block, aligned_buffer, check_return, register
 from .thread_cache import ThreadCaches
 
 SLAB_BYTES = 64 * 1024  # each class carves blocks from slabs of at least this many bytes
@@ -180,10 +180,7 @@ class Pool:
                                    held=bool(self.defer_epochs) and block.size_class is not None,
                                    thread=thread, cached=cached)
             return
-        if block.owner is not self:
-            raise AllocatorError(f"{self.name}: {block!r} was not allocated by this pool (foreign block)")
-        if not block.live:
-            raise AllocatorError(f"{self.name}: double free of {block!r}")
+        check_return(self, block, "pool")
         block.live = False
         del self.live[block.id]
         self._release(block)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 
 from . import trace as _trace
-from .block import AllocatorError, Block
+from .block import Block, check_return
 
 
 class _Cache:
@@ -115,10 +115,7 @@ class ThreadCaches:
 
     def free(self, block: Block) -> None:
         pool, cache = self.pool, self._mine()
-        if block.owner is not pool:
-            raise AllocatorError(f"{pool.name}: {block!r} was not allocated by this pool (foreign block)")
-        if not block.live:
-            raise AllocatorError(f"{pool.name}: double free of {block!r}")
+        check_return(pool, block, "pool")
         block.live = False
         del pool.live[block.id]
         cache.frees += 1
