@@ -4,6 +4,7 @@
 #   make test    install microtorch (editable) + test tools into .venv, run pytest
 #   make bench   install micrograd (and torch, if it can be had), run benchmarks/run.py
 #   make strip   remove outputs from notebooks/*.ipynb
+#   make slides  give every notebook cell RISE slide metadata (tools/slides.py; lecture mode)
 #   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
 #   make student write student versions of the notebooks with exercises (nbgrader) into build/student/
 #   make grade NB=path/to/submitted.ipynb   autograde one submitted notebook (nbgrader)
@@ -28,7 +29,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 LAB_ROOT_ARG := --allow-root
 endif
 
-.PHONY: lab test bench mutate strip clean venv student grade
+.PHONY: lab test bench mutate strip slides clean venv student grade
 
 # --- the virtual environment -------------------------------------------------------------
 # Created once; pip is upgraded once, right after creation.
@@ -113,6 +114,10 @@ export STRIP_PY
 
 strip:
 	@$(PYTHON) -c "$$STRIP_PY"
+
+# Slide types by rule for cells that have none (an author's choice is kept); needs only Python.
+slides:
+	@$(PYTHON) tools/slides.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis test-artifacts mutants
