@@ -1,6 +1,6 @@
 # microtorch — everything runs from a project-local virtual environment in .venv.
 #
-#   make lab     install microtorch (editable) + JupyterLab into .venv, open notebooks/
+#   make lab     install microtorch (editable) + JupyterLab (with RISE slideshows) into .venv, open notebooks/
 #   make test    install microtorch (editable) + test tools into .venv, run pytest
 #   make bench   install micrograd (and torch, if it can be had), run benchmarks/run.py
 #   make strip   remove outputs from notebooks/*.ipynb
