@@ -6,18 +6,21 @@
 #   make strip   remove outputs from notebooks/*.ipynb
 #   make slides  give every notebook cell RISE slide metadata (tools/slides.py; lecture mode)
 #   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
+#   make demo    serve the code-free memory explorer (demo/explorer.ipynb) with Voilà
 #   make student write student versions of the notebooks with exercises (nbgrader) into build/student/
 #   make grade NB=path/to/submitted.ipynb   autograde one submitted notebook (nbgrader)
 #   make clean   remove .venv and build/test leftovers
 #
 # Knobs:  PYTHON=python3.12   LAB_ARGS="--no-browser --port=8899"   PYTEST_ARGS="-k tensor -x"
 #         TEST_EXTRAS=test,oracle (CI uses this to add PyTorch)     BENCH_ARGS=...
+#         VOILA_ARGS="--no-browser --port=8866"
 #         MUTATE_ARGS='"microtorch.node.*"' (one module at a time)   MUTATE_CHILDREN=1
 
 PYTHON      ?= python3
 VENV        := .venv
 VPY         := $(VENV)/bin/python
 LAB_ARGS    ?=
+VOILA_ARGS  ?=
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
 MUTATE_ARGS ?=
@@ -29,7 +32,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 LAB_ROOT_ARG := --allow-root
 endif
 
-.PHONY: lab test bench mutate strip slides clean venv student grade
+.PHONY: lab test bench mutate strip slides demo clean venv student grade
 
 # --- the virtual environment -------------------------------------------------------------
 # Created once; pip is upgraded once, right after creation.
@@ -68,6 +71,10 @@ lab: $(VENV)/.installed-lab
 
 test: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# The memory explorer: a notebook Voilà serves as a page with no code (the `demo` extra).
+demo: $(VENV)/.installed-demo
+	cd demo && JUPYTER_PREFER_ENV_PATH=1 ../$(VENV)/bin/voila explorer.ipynb $(VOILA_ARGS)
 
 bench: $(VENV)/.installed-bench
 	$(VPY) benchmarks/run.py $(BENCH_ARGS)

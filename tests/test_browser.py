@@ -545,3 +545,97 @@ def test_slideshow_runs_a_player(browser, lab):
         finally:
             page.close()
             lab.shutdown_kernels()
+
+
+# ---------------------------------------------------------------------------------------------
+# `make demo`: the memory explorer served by Voilà
+# ---------------------------------------------------------------------------------------------
+EXPLORER = ROOT / "demo" / "explorer.ipynb"
+
+
+@pytest.fixture
+def voila(tmp_path):
+    """Voilà serving demo/explorer.ipynb on a free localhost port; yields its URL."""
+    try:
+        import voila as _  # noqa: F401
+    except ImportError:
+        _unavailable("voila is not installed (`.venv/bin/pip install -e '.[demo]'`)")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
+               IPYTHONDIR=str(tmp_path / "ipython"), JUPYTER_PREFER_ENV_PATH="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
+                   "PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("MPLBACKEND", None)
+    log_path = tmp_path / "voila.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "voila", EXPLORER.name, "--no-browser",
+                                 f"--port={port}", "--Voila.ip=127.0.0.1"],
+                                cwd=EXPLORER.parent, env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + SERVER_START_S
+            while True:
+                try:  # any HTTP answer means it is up (a 403 for this path is fine)
+                    urllib.request.urlopen(f"{url}/api/status", timeout=2).close()
+                    break
+                except urllib.error.HTTPError:
+                    break
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("Voilà did not start:\n" + log_path.read_text(
+                            errors="replace")[-3000:])
+                    time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.mark.timeout(300)
+def test_memory_explorer_records_and_plays(browser, voila):
+    """Pick a model and the planned arena, record a step, move the player's slider: the
+    picture changes, the planner's packing shows, and no error appears on the page."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    try:
+        page.goto(voila, timeout=KERNEL_READY_MS)
+        selects = page.locator(".widget-dropdown select")
+        selects.first.wait_for(timeout=KERNEL_READY_MS)
+        assert "import" not in page.locator("body").inner_text(), "Voilà shows code"
+        selects.nth(0).select_option("residual block")
+        selects.nth(1).select_option("planned arena")
+        page.locator("button", has_text="record one step").click()
+        slider = page.locator(".widget-slider").first
+        slider.wait_for(timeout=RUN_ALL_MS)
+        page.wait_for_function("() => /recorded: residual block, planned arena/"
+                               ".test(document.body.innerText)", timeout=RUN_ALL_MS)
+        body = page.locator("body").inner_text()
+        assert not any(w in body for w in ("Traceback", "Error", "Exception")), body[-2000:]
+        assert "planner's packing" in body
+        handle = slider.locator(".noUi-handle").first
+        before_pic = slider.evaluate(PICTURE_JS)
+        assert "<svg" in before_pic or "<img" in before_pic, "no picture beside the slider"
+        before = handle.get_attribute("aria-valuenow")
+        handle.focus()
+        page.keyboard.press("ArrowLeft" if before == handle.get_attribute("aria-valuemax")
+                            else "ArrowRight")
+        page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
+                               arg=[handle.element_handle(), before], timeout=WIDGET_MS)
+        page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
+                               arg=[slider.element_handle(), before_pic],
+                               timeout=WIDGET_MS, polling=100)
+        assert not page_errors, f"JavaScript errors: {page_errors}"
+    finally:
+        try:
+            page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=True)
+        finally:
+            page.close()
