@@ -1,22 +1,26 @@
 # microtorch — everything runs from a project-local virtual environment in .venv.
 #
-#   make lab     install microtorch (editable) + JupyterLab into .venv, open notebooks/
+#   make lab     install microtorch (editable) + JupyterLab (with RISE slideshows) into .venv, open notebooks/
 #   make test    install microtorch (editable) + test tools into .venv, run pytest
 #   make bench   install micrograd (and torch, if it can be had), run benchmarks/run.py
 #   make strip   remove outputs from notebooks/*.ipynb
+#   make slides  give every notebook cell RISE slide metadata (tools/slides.py; lecture mode)
 #   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
+#   make demo    serve the code-free memory explorer (demo/explorer.ipynb) with Voilà
 #   make student write student versions of the notebooks with exercises (nbgrader) into build/student/
 #   make grade NB=path/to/submitted.ipynb   autograde one submitted notebook (nbgrader)
 #   make clean   remove .venv and build/test leftovers
 #
 # Knobs:  PYTHON=python3.12   LAB_ARGS="--no-browser --port=8899"   PYTEST_ARGS="-k tensor -x"
 #         TEST_EXTRAS=test,oracle (CI uses this to add PyTorch)     BENCH_ARGS=...
+#         VOILA_ARGS="--no-browser --port=8866"
 #         MUTATE_ARGS='"microtorch.node.*"' (one module at a time)   MUTATE_CHILDREN=1
 
 PYTHON      ?= python3
 VENV        := .venv
 VPY         := $(VENV)/bin/python
 LAB_ARGS    ?=
+VOILA_ARGS  ?=
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
 MUTATE_ARGS ?=
@@ -28,7 +32,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 LAB_ROOT_ARG := --allow-root
 endif
 
-.PHONY: lab test bench mutate strip clean venv student grade
+.PHONY: lab test bench mutate strip slides demo clean venv student grade
 
 # --- the virtual environment -------------------------------------------------------------
 # Created once; pip is upgraded once, right after creation.
@@ -67,6 +71,10 @@ lab: $(VENV)/.installed-lab
 
 test: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# The memory explorer: a notebook Voilà serves as a page with no code (the `demo` extra).
+demo: $(VENV)/.installed-demo
+	cd demo && JUPYTER_PREFER_ENV_PATH=1 ../$(VENV)/bin/voila explorer.ipynb $(VOILA_ARGS)
 
 bench: $(VENV)/.installed-bench
 	$(VPY) benchmarks/run.py $(BENCH_ARGS)
@@ -113,6 +121,10 @@ export STRIP_PY
 
 strip:
 	@$(PYTHON) -c "$$STRIP_PY"
+
+# Slide types by rule for cells that have none (an author's choice is kept); needs only Python.
+slides:
+	@$(PYTHON) tools/slides.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis test-artifacts mutants

@@ -431,3 +431,211 @@ def test_notebook_widgets_live_in_jupyterlab(path, browser, lab):
         finally:
             page.close()
             lab.shutdown_kernels()
+
+
+# ---------------------------------------------------------------------------------------------
+# lecture mode: a notebook as a RISE slideshow
+# ---------------------------------------------------------------------------------------------
+SLIDESHOW = "00_start_here.ipynb"  # the lecture opener: its player comes a few code cells in
+DECK = ".jp-NotebookPanel.reveal.ready"  # RISE's reveal.js deck, laid out
+# The slide on screen: the innermost present <section> (a vertical stack holds subslides).
+PRESENT_JS = "() => [...document.querySelectorAll('.reveal .slides section.present')].pop()"
+
+
+@pytest.mark.timeout(300)
+def test_slideshow_runs_a_player(browser, lab):
+    """Open a notebook as RISE presents it (the /rise/<path> page jupyterlab-rise serves),
+    step through it with Shift+Enter (RISE's smart-exec: run the cell, go on to the next)
+    until the first player has run, and move that player's slider on the slide.
+
+    jupyterlab-rise 0.43.1 does not render ipywidgets 8 in its slideshow page (upstream
+    jupyterlab-contrib/rise#119): while that holds the test stops there as xfail, after
+    checking that the slides were made and every cell up to the player ran without error."""
+    try:
+        import jupyterlab_rise  # noqa: F401  (the server extension behind /rise/)
+    except ImportError:
+        _unavailable("jupyterlab-rise is not installed (`.venv/bin/pip install -e '.[lab]'`)")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = lab.root / SLIDESHOW
+    player = _player_cells(path)[0]
+    page = browser.new_page()
+    try:
+        page.goto(f"{lab.url}/rise/{SLIDESHOW}?token={lab.token}")
+        try:
+            page.wait_for_function(f"() => {{ const nb = document.querySelector('{DECK}');"
+                                   f" return !!nb && ({KERNEL_IDLE_JS})(nb); }}",
+                                   timeout=KERNEL_READY_MS, polling=100)
+        except Exception:
+            pytest.fail(f"{SLIDESHOW}: the slideshow did not open with an idle kernel within "
+                        f"{KERNEL_READY_MS // 1000} s\nJupyterLab log:\n{lab.log_tail()}")
+        slides = page.locator(".reveal .slides section:not(.stack)").count()  # slides + subslides
+        assert slides > 5, f"{SLIDESHOW}: RISE made {slides} slides; is the slide metadata there?"
+
+        prompt = f"document.querySelectorAll('{DECK} .jp-CodeCell .jp-InputPrompt')[{player}]"
+        deck = page.locator(f"{DECK} .jp-Notebook").first
+        deck.focus()
+        cells = len(json.loads(path.read_text(encoding="utf-8"))["cells"])
+        # The active cell: has it run (a code cell with a number in its prompt)?
+        ran_js = (f"() => {{ const a = document.querySelector('{DECK} .jp-mod-active');"
+                  f" return !!a && a.matches('.jp-CodeCell') &&"
+                  f" /\\d/.test(a.querySelector('.jp-InputPrompt').textContent); }}")
+        for _ in range(2 * cells):  # at most two presses a cell; Escape: back to command mode
+            if page.evaluate(f"() => /\\d/.test({prompt}.textContent)"):
+                break
+            active = page.evaluate_handle(f"() => document.querySelector('{DECK} .jp-mod-active')")
+            page.keyboard.press("Escape")
+            # Shift+Enter runs the active cell and moves on; a cell that has run already (RISE
+            # sometimes stays on it) is left with J (next cell), so no cell runs twice.
+            page.keyboard.press("j" if page.evaluate(ran_js) else "Shift+Enter")
+            page.wait_for_function(
+                f"(a) => (document.querySelector('{DECK} .jp-mod-active') !== a || ({ran_js})())"
+                f" && ({KERNEL_IDLE_JS})(document.querySelector('{DECK}'))",
+                arg=active, timeout=RUN_ALL_MS, polling=100)
+        else:
+            pytest.fail(f"{SLIDESHOW}: Shift+Enter through {cells} cells never ran code cell "
+                        f"{player} (the first player)")
+        errors = _error_outputs(page.locator(DECK).evaluate(CELLS_JS))
+        assert not errors, f"{SLIDESHOW} as slides: error output:\n" + "\n\n".join(errors)
+
+        # The player is on the slide on screen, alive, and its slider moves its picture.
+        # (smart-exec has gone on to the next slide: go back one, up, as the lecturer would)
+        slider = page.locator(f"{DECK} .jp-CodeCell").nth(player).locator(".widget-slider").first
+        try:
+            slider.wait_for(state="attached", timeout=WIDGET_MS)
+        except Exception:
+            shown = page.locator(DECK).evaluate(CELLS_JS)[player]["outputs"]
+            if any(WIDGET_REPR.match(o["text"]) for o in shown):
+                # Known upstream: RISE's slideshow page shows ipywidgets 8 as the model's repr
+                # (jupyterlab-contrib/rise#119, #126). Everything before this point was checked.
+                pytest.xfail("jupyterlab-rise 0.43.1 shows the player as text in the slideshow "
+                             "(ipywidgets 8 not rendered: jupyterlab-contrib/rise#119)")
+            pytest.fail(f"{SLIDESHOW} as slides: code cell {player} ran but shows no slider: {shown}")
+        on_slide_js = f"(el) => ({PRESENT_JS})().contains(el)"
+        for _ in range(3):
+            if slider.evaluate(on_slide_js):
+                break
+            page.keyboard.press("Escape")
+            page.keyboard.press("ArrowUp")
+            try:
+                page.wait_for_function(on_slide_js, arg=slider.element_handle(), timeout=5_000)
+            except Exception:
+                pass
+        assert slider.evaluate(on_slide_js), (
+            f"{SLIDESHOW}: the player's cell ran but its slide could not be brought on screen")
+        slider.wait_for(state="visible", timeout=WIDGET_MS)
+        handle = slider.locator(".noUi-handle").first
+        before_pic = slider.evaluate(PICTURE_JS)
+        assert "<svg" in before_pic or "<img" in before_pic, "no picture beside the slider"
+        before = handle.get_attribute("aria-valuenow")
+        handle.focus()
+        page.keyboard.press("ArrowLeft" if before == handle.get_attribute("aria-valuemax")
+                            else "ArrowRight")
+        page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
+                               arg=[handle.element_handle(), before], timeout=WIDGET_MS)
+        try:
+            page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
+                                   arg=[slider.element_handle(), before_pic],
+                                   timeout=WIDGET_MS, polling=100)
+        except Exception:
+            pytest.fail(f"{SLIDESHOW} as slides: moved the slider from {before} to "
+                        f"{handle.get_attribute('aria-valuenow')}, but the picture did not change")
+    finally:
+        try:
+            page.screenshot(path=str(ARTIFACTS / "slideshow-00_start_here.png"))
+        finally:
+            page.close()
+            lab.shutdown_kernels()
+
+
+# ---------------------------------------------------------------------------------------------
+# `make demo`: the memory explorer served by Voilà
+# ---------------------------------------------------------------------------------------------
+EXPLORER = ROOT / "demo" / "explorer.ipynb"
+
+
+@pytest.fixture
+def voila(tmp_path):
+    """Voilà serving demo/explorer.ipynb on a free localhost port; yields its URL."""
+    try:
+        import voila as _  # noqa: F401
+    except ImportError:
+        _unavailable("voila is not installed (`.venv/bin/pip install -e '.[demo]'`)")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
+               IPYTHONDIR=str(tmp_path / "ipython"), JUPYTER_PREFER_ENV_PATH="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
+                   "PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("MPLBACKEND", None)
+    log_path = tmp_path / "voila.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "voila", EXPLORER.name, "--no-browser",
+                                 f"--port={port}", "--Voila.ip=127.0.0.1"],
+                                cwd=EXPLORER.parent, env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + SERVER_START_S
+            while True:
+                try:  # any HTTP answer means it is up (a 403 for this path is fine)
+                    urllib.request.urlopen(f"{url}/api/status", timeout=2).close()
+                    break
+                except urllib.error.HTTPError:
+                    break
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("Voilà did not start:\n" + log_path.read_text(
+                            errors="replace")[-3000:])
+                    time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.mark.timeout(300)
+def test_memory_explorer_records_and_plays(browser, voila):
+    """Pick a model and the planned arena, record a step, move the player's slider: the
+    picture changes, the planner's packing shows, and no error appears on the page."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    try:
+        page.goto(voila, timeout=KERNEL_READY_MS)
+        selects = page.locator(".widget-dropdown select")
+        selects.first.wait_for(timeout=KERNEL_READY_MS)
+        assert "import" not in page.locator("body").inner_text(), "Voilà shows code"
+        selects.nth(0).select_option("residual block")
+        selects.nth(1).select_option("planned arena")
+        page.locator("button", has_text="record one step").click()
+        slider = page.locator(".widget-slider").first
+        slider.wait_for(timeout=RUN_ALL_MS)
+        page.wait_for_function("() => /recorded: residual block, planned arena/"
+                               ".test(document.body.innerText)", timeout=RUN_ALL_MS)
+        body = page.locator("body").inner_text()
+        assert not any(w in body for w in ("Traceback", "Error", "Exception")), body[-2000:]
+        assert "planner's packing" in body
+        handle = slider.locator(".noUi-handle").first
+        before_pic = slider.evaluate(PICTURE_JS)
+        assert "<svg" in before_pic or "<img" in before_pic, "no picture beside the slider"
+        before = handle.get_attribute("aria-valuenow")
+        handle.focus()
+        page.keyboard.press("ArrowLeft" if before == handle.get_attribute("aria-valuemax")
+                            else "ArrowRight")
+        page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
+                               arg=[handle.element_handle(), before], timeout=WIDGET_MS)
+        page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
+                               arg=[slider.element_handle(), before_pic],
+                               timeout=WIDGET_MS, polling=100)
+        assert not page_errors, f"JavaScript errors: {page_errors}"
+    finally:
+        try:
+            page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=True)
+        finally:
+            page.close()

