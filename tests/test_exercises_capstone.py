@@ -36,3 +36,37 @@ def test_an_unfinished_function_shows_its_stub():
         raise NotImplementedError("write it")
     with pytest.raises(NotImplementedError, match="write it"):
         ex.check_choose_configuration(unfinished)
+
+
+def good_peak(tr):
+    return ex._reference_peak(tr.events)
+
+
+def test_activation_peak_reference_passes(capsys):
+    ex.check_activation_peak(good_peak)
+    ex.check_activation_peak(good_peak, hidden=True)
+    assert capsys.readouterr().out.count("✓ check_activation_peak") == 2
+
+
+def _fold(tr, tags=("activation",), frees=True, unknown=False, final=False):
+    live = peak = 0
+    sizes = {}
+    for e in tr.events:
+        if e["kind"] == "alloc" and e.get("tag") in tags:
+            sizes[e["storage"]] = e["nbytes"]; live += e["nbytes"]; peak = max(peak, live)
+        elif e["kind"] == "free" and frees and (e["storage"] in sizes or unknown):
+            live -= sizes.pop(e["storage"], e["nbytes"])
+    return live if final else peak
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda tr: _fold(tr, tags=("activation", "gradient", "tensor")), "count only the ones tagged"),
+    (lambda tr: _fold(tr, frees=False), "subtract a storage's bytes when it is freed"),
+    (lambda tr: _fold(tr, unknown=True), "only for storages you saw allocated"),
+    (lambda tr: _fold(tr, final=True), "keep the largest sum"),
+    (lambda tr: None, "returned None"),
+    (lambda tr: tr.peak()[0], "write activation_peak yourself"),
+])
+def test_activation_peak_wrong_answers_are_caught(wrong, words):
+    with pytest.raises(AssertionError, match=words):
+        ex.check_activation_peak(wrong)

@@ -17,7 +17,7 @@ One module per notebook; every checker is importable from here.
 from . import fallbacks
 from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
 from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
-from .capstone import check_choose_configuration
+from .capstone import check_activation_peak, check_choose_configuration
 from .checkpoint import check_optimal_chain, check_sqrt_segments
 from .inplace import check_derivative_from_output, check_inplace_safe
 from .planning import check_block_liveness, check_first_fit, check_greedy_vs_first_fit
@@ -43,4 +43,4 @@ __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if
            "check_optimal_chain", "check_sqrt_segments",
            "check_coalesce", "check_coo_to_csr", "check_spmm_backward",
            "check_best_fit", "check_numa_layout", "check_thread_cache",
-           "check_choose_configuration"]
+           "check_activation_peak", "check_choose_configuration"]

@@ -65,3 +65,97 @@ def check_choose_configuration(fn) -> None:
         _fail(f"{where} {got!r} fits but takes {mine['step_ms']} ms; {want!r} fits too and takes "
               f"{results[want]['step_ms']} ms. Among the ones that fit, take the fastest (ties: the smaller peak).")
     _passed("check_choose_configuration", n)
+
+
+# ----------------------------------------------------------------------------------------------
+# Exercise 1: the peak of a step's live activations, from its events
+# ----------------------------------------------------------------------------------------------
+def _reference_peak(events) -> int:
+    live = peak = 0
+    sizes = {}
+    for e in events:
+        if e["kind"] == "alloc" and e.get("tag") == "activation":
+            sizes[e["storage"]] = e["nbytes"]
+            live += e["nbytes"]
+            peak = max(peak, live)
+        elif e["kind"] == "free" and e["storage"] in sizes:
+            live -= sizes.pop(e["storage"])
+    return peak
+
+
+def _recorded_traces():
+    import microtorch as mt
+
+    out = []
+    for width, arena in ((16, False), (48, True), (32, False)):
+        mt.manual_seed(width)
+        model = mt.nn.MLP(8, [width, width], 3)
+        x, y = mt.randn(20, 8), mt.randint(0, 3, (20,))
+        with mt.trace() as tr:
+            if arena:
+                with mt.memory.step_arena():
+                    mt.nn.functional.cross_entropy(model(x), y).backward()
+            else:
+                mt.nn.functional.cross_entropy(model(x), y).backward()
+        out.append((f"a recorded training step (MLP 8→{width}→{width}→3{', step arena' if arena else ''})", tr))
+    return out
+
+
+def _random_trace(r):
+    from ..memory.trace import Trace
+
+    events, live, sid = [], [], 100
+    for _ in range(int(r.integers(5, 40))):
+        if live and r.random() < 0.45:
+            s = live.pop(int(r.integers(len(live))))
+            events.append({"kind": "free", "storage": s, "nbytes": 0})
+        else:
+            sid += 1
+            tag = str(r.choice(["activation", "activation", "gradient", "tensor"]))
+            events.append({"kind": "alloc", "storage": sid, "nbytes": int(r.integers(1, 64)) * 64, "tag": tag})
+            live.append(sid)
+    events.insert(0, {"kind": "free", "storage": 7, "nbytes": 4096})  # a storage from before the trace
+    for i, e in enumerate(events):
+        e["step"] = i
+    return Trace(events)
+
+
+def _peak_blocks():
+    from ..memory.trace import Trace
+    return [(Trace, "peak"), (Trace, "live_bytes"), (Trace, "lifetimes")]
+
+
+@checker("activation_peak", blocks=_peak_blocks)
+def check_activation_peak(fn) -> None:
+    """``fn(trace) -> int``: the most bytes of storages tagged ``activation`` live at once, from
+    the trace's ``alloc`` (``storage``, ``nbytes``, ``tag``) and ``free`` (``storage``) events. A
+    storage freed that was not allocated in the trace (it was live before) does not count."""
+    from ..memory.trace import Trace
+
+    cases = [] if hidden() else _recorded_traces()
+    r = rng()
+    cases += [(f"random trace {i + 1}", _random_trace(r)) for i in range(30)]
+    for what, tr in cases:
+        want = _reference_peak(tr.events)
+        got = _call(fn, f"for {what}:", Trace(list(tr.events)))
+        if got == want:
+            continue
+        if got is None:
+            _fail(f"for {what}: your function returned None; return the peak in bytes (an int).")
+        everything = max_live = live = 0
+        sizes = {}
+        for e in tr.events:
+            if e["kind"] == "alloc":
+                sizes[e["storage"]] = e["nbytes"]
+                live += e["nbytes"]
+                max_live = max(max_live, live)
+            elif e["kind"] == "free" and e["storage"] in sizes:
+                live -= sizes.pop(e["storage"])
+        everything = max_live
+        total = sum(e["nbytes"] for e in tr.events if e["kind"] == "alloc" and e.get("tag") == "activation")
+        hint = ("that is the peak of every storage; count only the ones tagged 'activation'." if got == everything
+                else "that is every activation ever allocated: subtract a storage's bytes when it is freed."
+                if got == total else "walk the events in order: add at an activation's alloc, subtract at its "
+                "free (only for storages you saw allocated), and keep the largest sum.")
+        _fail(f"for {what}: the peak of live activation bytes is {want:,}; you returned {got!r}: {hint}")
+    _passed("check_activation_peak", len(cases))
