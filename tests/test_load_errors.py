@@ -97,7 +97,7 @@ def test_object_array_names_the_entry_and_the_reason(tmp_path):
 def test_unsupported_dtype_names_the_entry(tmp_path, array):
     path = tmp_path / "odd.npz"
     np.savez(path, x=array)
-    with pytest.raises(TypeError, match="entry 'x' of .*can't convert np.ndarray of type numpy\.") as err:
+    with pytest.raises(TypeError, match=r"entry 'x' of .*can't convert np.ndarray of type numpy\.") as err:
         mt.load(path)
     assert str(path) in str(err.value)
 
