@@ -121,31 +121,32 @@ def _lines(trace):
     return out
 
 
+def _tensor_holder_name(ix, holder: str, t: int) -> str | None:
+    """The name at ``t`` of the tensor a holder string ``tensor 4`` names (None: not a tensor)."""
+    if not holder.startswith("tensor "):
+        return None
+    try:
+        return ix.tensor_name(int(holder[7:]), t)
+    except ValueError:
+        return None
+
+
 def _holder(ix, holder: str, t: int) -> str:
     """``tensor 4 (x)``, ``tensor 9 (node 3's result)``; ``?`` in words."""
     if holder == "?":
         return "a reference taken before recording started"
-    if holder.startswith("tensor "):
-        try:
-            tid = int(holder[7:])
-        except ValueError:
-            return holder
-        name = ix.tensor_name(tid, t)
-        return holder if name == holder else f"{holder} ({name})"
-    return holder
+    name = _tensor_holder_name(ix, holder, t)
+    return holder if name is None or name == holder else f"{holder} ({name})"
 
 
 def _short_holder(ix, holder: str, t: int) -> str:
     """A holder in a few letters, for the picture: ``x``, ``tensor 9``, ``MulBackward``."""
     if holder == "?":
         return "before trace"
-    if holder.startswith("tensor "):
-        try:
-            tid = int(holder[7:])
-        except ValueError:
-            return holder
-        name = ix.tensor_name(tid, t)
+    if (name := _tensor_holder_name(ix, holder, t)) is not None:
         return holder if name.endswith("'s result") else name
+    if holder.startswith("tensor "):
+        return holder
     if holder.startswith("node ") and holder.endswith(")") and " (" in holder:
         return holder[holder.index(" (") + 2:-1]
     return holder
