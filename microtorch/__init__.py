@@ -49,8 +49,8 @@ from .functions import as_strided, diagonal  # strided views (and Tensor.unfold)
 from .functions import floor_divide, remainder  # // and %
 from .comparison import logical_and, logical_not, logical_or
 from .gradcheck import GradcheckError, gradcheck
-from .memory.trace import Trace
-from .memory.trace import record as trace
+from .trace import Trace
+from .trace import record as trace  # mt.trace() is the function; the package is microtorch.trace
 from .source import show_source
 from . import data, nn, optim  # after the ops: layers and optimizers are built from them
 from . import utils  # mt.utils.checkpoint: recomputation

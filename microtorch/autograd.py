@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from . import grad_mode
-from .memory import trace as _trace
+from . import recording as _trace
 from .memory.node_arena import PENDING
 from .node import Function, _edge
 from .sparse.gradient import accumulate as accumulate_sparse

@@ -21,7 +21,7 @@ import weakref
 import numpy as np
 
 from . import dtypes, grad_mode
-from .memory import trace as _trace
+from . import recording as _trace
 from .memory.node_arena import nodes as _node_arena
 from .memory.storage import empty_storage
 from .memory.views import register as _register_view

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from .grad_mode import enable_grad, no_grad
-from .memory import trace as _trace
+from . import recording as _trace
 from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
 from .sparse.coo import coalesce_plan, sum_duplicates
 from .tensor import Tensor

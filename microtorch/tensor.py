@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from . import dtypes
-from .memory import trace as _trace
+from . import recording as _trace
 from .memory.storage import Storage, empty_storage, new_storage
 
 

@@ -352,7 +352,7 @@ def test_planned_without_an_outer_trace_records_its_own():
     with planned(p) as run:
         step()
     assert run.trace is not None and run.trace.filter("alloc_block")
-    assert mt.memory.trace.active is None
+    assert mt.recording.active is None
 
 
 def test_another_shape_raises_naming_the_first_instruction_that_differs():

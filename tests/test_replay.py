@@ -15,7 +15,7 @@ import pytest
 import microtorch as mt
 from microtorch.memory import Arena, Pool, placement, step_arena, use_pool
 from microtorch.memory.node_arena import nodes
-from microtorch.memory.replay import CHECKPOINT_EVERY, MemoryState
+from microtorch.trace.replay import CHECKPOINT_EVERY, MemoryState
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_state_at_agrees_with_the_live_allocators_during_training(with_arena):
 
 def test_state_at_every_step_equals_a_fresh_replay_from_scratch():
     """The cursor/checkpoint machinery gives exactly what replaying 0..t from empty gives."""
-    from microtorch.memory.replay import Replay
+    from microtorch.trace.replay import Replay
 
     pool = Pool(name="scratch pool")
     with use_pool(pool):

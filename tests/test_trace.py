@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import microtorch as mt
-import microtorch.memory.trace as trace_module
+from microtorch import recording as trace_module
+from microtorch.trace.events import KINDS
 
 
 def small_training_step():
@@ -69,9 +70,9 @@ def test_all_event_kinds_appear_in_a_training_step():
     kinds = tr.kinds()
     # kinds of allocators a training step does not use (tested in test_buddy / test_thread_cache)
     elsewhere = {"buddy_alloc", "buddy_free", "fit_alloc", "fit_free", "mmap_pages", "thread_cache"}
-    assert set(kinds) == set(trace_module.KINDS) - elsewhere
+    assert set(kinds) == set(KINDS) - elsewhere
     for i, e in enumerate(tr):
-        assert e["step"] == i and e["kind"] in trace_module.KINDS
+        assert e["step"] == i and e["kind"] in KINDS
     assert sum(kinds.values()) == len(tr)
     assert tr.filter("grad") and all(e["kind"] == "grad" for e in tr.filter("grad"))
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import microtorch as mt
 from microtorch import nn
-from microtorch.memory.trace_schema import TraceFormatError
+from microtorch.trace.schema import TraceFormatError
 
 
 def _record():
@@ -36,7 +36,8 @@ TRACE = _record()
 
 
 def _doc(events):
-    return {"format": "microtorch-trace/1", "events": events}
+    """A trace file's document; recorded events (typed records) as the plain dicts it holds."""
+    return {"format": "microtorch-trace/1", "events": [e.to_dict() if hasattr(e, "to_dict") else e for e in events]}
 
 
 def _renumber(events):
@@ -224,8 +225,8 @@ def test_nested_baseline_fields_and_holders_are_checked(tmp_path):
 
 
 def test_every_event_kind_has_a_schema():
-    from microtorch.memory import trace_schema
-    from microtorch.memory.trace import KINDS
+    from microtorch.trace import schema as trace_schema
+    from microtorch.trace.events import KINDS
 
     assert set(trace_schema.FIELDS) == set(KINDS)
 

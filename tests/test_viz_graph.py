@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import microtorch as mt
-from microtorch.memory.trace import Trace
+from microtorch.trace import Trace
 from microtorch.viz import graph, palette
 from microtorch.viz.dot import GraphPicture, dot_to_svg
 from microtorch.viz.events import describe_event, index, select_steps

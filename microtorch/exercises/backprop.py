@@ -489,7 +489,7 @@ def check_logsumexp(cls) -> None:
     your node (``y.grad_fn`` is a ``cls``, and a trace names its op). Fixed and random inputs.
     """
     from ..creation import tensor
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     from ..node import Function
 
     if not (isinstance(cls, type) and issubclass(cls, Function)):

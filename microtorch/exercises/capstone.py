@@ -102,7 +102,7 @@ def _recorded_traces():
 
 
 def _random_trace(r):
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
 
     events, live, sid = [], [], 100
     for _ in range(int(r.integers(5, 40))):
@@ -121,7 +121,7 @@ def _random_trace(r):
 
 
 def _peak_blocks():
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     return [(Trace, "peak"), (Trace, "live_bytes"), (Trace, "lifetimes")]
 
 
@@ -130,7 +130,7 @@ def check_activation_peak(fn) -> None:
     """``fn(trace) -> int``: the most bytes of storages tagged ``activation`` live at once, from
     the trace's ``alloc`` (``storage``, ``nbytes``, ``tag``) and ``free`` (``storage``) events. A
     storage freed that was not allocated in the trace (it was live before) does not count."""
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
 
     cases = [] if hidden() else _recorded_traces()
     r = rng()

@@ -294,7 +294,7 @@ def _inplace_programs():
     """``(title, run)`` pairs: each ``run()`` records one small program and returns its trace."""
     from ..grad_mode import no_grad
     from ..creation import Generator, randn
-    from ..memory.trace import record
+    from ..trace.recorder import record
 
     g = Generator().manual_seed(7)
 

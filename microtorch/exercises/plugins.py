@@ -56,7 +56,7 @@ def _engine():
     from ..memory.node_arena import PENDING
     from ..memory.pool import Pool
     from ..node import Function
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     from ..optim import SGD, Adam
     from ..tensor import Tensor
 

@@ -81,7 +81,7 @@ def _run_program(program, record: bool = False):
     storage it views}`` for every name still bound, and, when ``record``, ``{name: [who holds
     that storage, in words]}`` from the trace's replay."""
     from ..creation import randn
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
 
     env: dict = {}
     tr = Trace()
@@ -240,7 +240,7 @@ def _leak_cases():
     """``(what, trace)``: small programs recorded by the engine, some leaking, some not."""
     from ..creation import manual_seed, randn
     from ..functions.loss import mse_loss
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     from ..nn import MLP
     from ..grad_mode import no_grad
     from ..optim import SGD
@@ -374,7 +374,7 @@ def check_leaked_storages(fn) -> None:
 def _peak_cases():
     """``(what, trace)``: the leak cases, and random programs of tensors made and deleted."""
     from ..creation import Generator, randn
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
 
     cases, keep = _leak_cases()
     tr = Trace()
@@ -420,8 +420,8 @@ def peak_of(trace) -> tuple[int, int | None]:
 
 
 def _peak_blocks():
-    from ..memory.replay import Replay
-    from ..memory.trace import Trace
+    from ..trace.replay import Replay
+    from ..trace.recorder import Trace
 
     return [(Trace, "live_bytes"), (Trace, "peak"), (Trace, "lifetimes"), (Trace, "replay"),
             (Trace, "state_at"), (Replay, "live_bytes"), (Replay, "peak")]

@@ -175,7 +175,7 @@ def _deps_twice():
 def _step_trace():
     from ..creation import manual_seed, randn
     from ..functions.loss import mse_loss
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     from ..nn import MLP
 
     manual_seed(0)

@@ -1,4 +1,4 @@
-"""Where the bytes live: allocators, refcounted storages, node records, the trace recorder.
+"""Where the bytes live: allocators, refcounted storages, node records.
 
 ``mt.memory.step_arena()`` scopes a training step's activations to an arena;
 ``mt.memory.stats()`` reports what the allocators did; ``use_heap()`` turns them off.
@@ -7,6 +7,10 @@
 ``mt.memory.alias(a, b)`` says whether two views share bytes (and ``t.byte_ranges()`` which
 bytes a view touches); ``mt.memory.inplace_plan(trace)`` says which ops of a recorded
 program could safely write into their input.
+
+The trace recorder and its analysis (replay, the file schema) are :mod:`microtorch.trace`;
+allocators report to it through :mod:`microtorch.recording` and describe themselves
+(``describe()``) for its ``baseline`` event. ``mt.memory.Trace`` is re-exported from there.
 """
 from .arena import Arena
 from .best_fit import BestFit
@@ -17,7 +21,6 @@ from .placement import pool, reset_peak, step, step_arena, use_heap, use_pool
 from .pool import Pool, size_classes
 from .stats import stats
 from .storage import StaleTensorError, Storage, empty_storage, new_storage
-from .trace import Trace
 from .aliasing import AliasReport, alias, byte_extent, byte_ranges, overlaps_itself
 from .inplace_analysis import InplacePlan, inplace_plan
 
@@ -33,3 +36,6 @@ from ..planning import (ConflictGraph, Liveness, Plan, PlanError, PlanMismatchEr
 
 __all__ += ["ConflictGraph", "Liveness", "Plan", "PlanError", "PlanMismatchError", "PlannedArena", "Program",
             "plan", "planned"]
+
+# the recorder, re-exported: mt.memory.Trace (the trace package reads this package, not the other way)
+from ..trace import Trace  # noqa: E402

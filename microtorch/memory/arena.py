@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from . import trace as _trace
+from .. import recording as _trace
 from .block import AllocatorError, Block, OutOfMemoryError, align_up, aligned_buffer, register
 
 
@@ -184,6 +184,17 @@ class Arena:
         self.resets += 1
         if rec is not None:
             rec.emit("arena_reset", arena=self.name, generation=self.generation, blocks=blocks, stale=stale)
+
+    def describe(self) -> dict:
+        """This arena as a trace's ``baseline`` records it: its chunks' bytes, generation,
+        resets, bytes used and padding (plain data, no references)."""
+        return {"name": self.name, "kind": "arena", "chunks": [c.nbytes for c in self.chunks],
+                "generation": self.generation, "resets": self.resets, "used": self.used,
+                "padding": self.padding}
+
+    def blocks_in_use(self) -> list[Block]:
+        """The blocks handed out since the last reset and not yet given back."""
+        return list(self.live_blocks.values())
 
     def __repr__(self) -> str:
         s = self.stats()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 
-from . import trace as _trace
+from .. import recording as _trace
 from .block import AllocatorError, Block, align_up, aligned_buffer, check_return
 
 

@@ -25,7 +25,7 @@ splits and merges, so ``mt.viz.buddy`` can draw the tree at any step.
 """
 from __future__ import annotations
 
-from . import trace as _trace
+from .. import recording as _trace
 from .block import AllocatorError, Block, aligned_buffer, check_return
 
 

@@ -33,7 +33,7 @@ import zipfile
 
 import numpy as np
 
-from . import trace as _trace
+from .. import recording as _trace
 from .block import AllocatorError, Block
 
 MODES = {True: "r", "r": "r", "c": "c"}

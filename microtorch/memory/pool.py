@@ -40,7 +40,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from . import trace as _trace
+from .. import recording as _trace
 from .block import AllocatorError, Block, aligned_buffer, check_return, register
 from .thread_cache import ThreadCaches
 
@@ -270,6 +270,19 @@ class Pool:
             out["reuse_hits"] += t.pop("reused")
             out.update(t)
         return out
+
+    def describe(self) -> dict:
+        """This pool as a trace's ``baseline`` records it: epoch, each size class in use (its
+        slabs' bytes, free blocks) and the blocks held back (plain data, no references)."""
+        return {"name": self.name, "kind": "pool", "epoch": self.epoch, "defer_epochs": self.defer_epochs,
+                "classes": [{"size_class": c, "size": size, "slabs": [s.nbytes for s in self.slabs[c]],
+                             "free": len(self.free_lists[c])}
+                            for c, size in enumerate(self.classes) if self.slabs[c]],
+                "held": [[b.id, b.size_class] for _, b in self.held]}
+
+    def blocks_in_use(self) -> list[Block]:
+        """The blocks handed out and not yet given back."""
+        return list(self.live.values())
 
     def __repr__(self) -> str:
         s = self.stats()

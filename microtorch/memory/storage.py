@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from . import placement
-from . import trace as _trace
+from .. import recording as _trace
 
 _storage_ids = itertools.count(1)
 

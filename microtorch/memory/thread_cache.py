@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 
-from . import trace as _trace
+from .. import recording as _trace
 from .block import Block, check_return
 
 

@@ -30,7 +30,8 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from ..memory import trace as _trace
+from .. import recording as _trace
+from ..trace.recorder import Trace
 from ..memory.arena import Arena
 from ..memory.block import Block
 from ..memory.placement import step_arena
@@ -188,7 +189,7 @@ def planned(plan):
                          "Program.from_trace(tr); a hand-written or random program has no step to run")
     own = None
     if _trace.active is None:
-        own = _trace.Trace()
+        own = Trace()
         own.__enter__()
     try:
         arena = PlannedArena(plan)

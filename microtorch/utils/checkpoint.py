@@ -37,7 +37,8 @@ import numpy as np
 from .. import autograd, grad_mode
 from ..creation import default_generator
 from ..memory import placement
-from ..memory import trace as _trace
+from .. import recording as _trace
+from ..trace.recorder import record
 from ..node import Function
 from ..tensor import Tensor
 from .recompute import Frame, _name, rng_state, set_rng_state
@@ -188,7 +189,7 @@ def trace_step(layers, sched, input, loss=None, use_reentrant: bool = False):
         for p in (f.parameters() if hasattr(f, "parameters") else ()):
             if p.grad is not None:
                 p.grad._data.fill(0)
-    with _trace.record() as tr:
+    with record() as tr:
         y = run_schedule(layers, sched, input, use_reentrant)  # (held through backward, as in a training loop)
         loss(y).backward()
     return tr

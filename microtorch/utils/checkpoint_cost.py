@@ -27,7 +27,8 @@ import numpy as np
 
 from .. import grad_mode
 from ..memory import placement
-from ..memory import trace as _trace
+from .. import recording as _trace
+from ..trace.recorder import record
 from ..nn import Linear, Sequential
 from ..tensor import Tensor
 
@@ -99,7 +100,7 @@ def measure_layer(layer, x: Tensor, repeat: int = 5, name: str = "", saved: int 
     their ``.grad``). Times: the best of ``repeat`` runs.
     """
     if saved is None:
-        with _trace.record() as tr:
+        with record() as tr:
             out = layer(x)
         saved = _saved_by_span(tr.events, [0, len(tr.events)])[0]
     else:
@@ -139,7 +140,7 @@ def layer_costs(layers, x: Tensor, repeat: int = 5) -> Chain:
     layers = _as_list(layers)
     x = x.detach()
     x.requires_grad = True
-    with _trace.record() as tr:
+    with record() as tr:
         bounds, y, outs = [len(tr.events)], x, [x._storage.id]
         for layer in layers:
             y = layer(y)

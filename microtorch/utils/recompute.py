@@ -22,7 +22,7 @@ import itertools
 
 from .. import grad_mode, node as _node
 from ..memory import storage as _storage
-from ..memory import trace as _trace
+from .. import recording as _trace
 from ..node import SavedTensor
 from ..tensor import Tensor, _init
 

@@ -43,7 +43,7 @@ def numa_facts(trace, t: int | None = None, steps=None, *, affinity=None, policy
                topology=None) -> NumaFacts:
     """The model's placement and op costs for the ops up to ``t`` (no matplotlib)."""
     from ..memory import numa
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     from ..memory.workload import storage_sizes
 
     trace = as_trace(trace)

@@ -82,7 +82,7 @@ def as_trace(trace):
     """``trace`` if it replays (a :class:`~microtorch.Trace`), else a Trace over its events."""
     if hasattr(trace, "state_at"):
         return trace
-    from ..memory.trace import Trace
+    from ..trace.recorder import Trace
     return Trace(list(trace))
 
 

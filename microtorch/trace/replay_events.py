@@ -1,10 +1,10 @@
 """How each event kind changes the replayed memory state: the event handlers of a replay.
 
 :class:`_Replayer` holds the state of one step as mutable dicts of the immutable records of
-:mod:`microtorch.memory.replay_state` and applies events to them one by one (``alloc``,
+:mod:`microtorch.trace.replay_state` and applies events to them one by one (``alloc``,
 ``refcount``, ``free``, ``tensor``, ``alloc_block``, ``free_block``, ``pool_epoch``,
 ``arena_chunk``, ``arena_reset``, ``op``, ``release``, ``backward``, ``node_run``,
-``baseline``). :class:`~microtorch.memory.replay.Replay` drives it.
+``baseline``). :class:`~microtorch.trace.replay.Replay` drives it.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ One ``NamedTuple`` per thing the trace describes — a live block (:class:`Block
 storage with its holders (:class:`StorageState`), an arena, a pool and each of its size
 classes, a tensor, a graph node, the node records — plus :class:`Lifetime`, one storage's
 birth and death. An event replaces a record rather than changing it, which is what makes
-the replay's snapshots cheap (:mod:`microtorch.memory.replay`); how each event kind changes
-them is in :mod:`microtorch.memory.replay_events`.
+the replay's snapshots cheap (:mod:`microtorch.trace.replay`); how each event kind changes
+them is in :mod:`microtorch.trace.replay_events`.
 """
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ that an event replaces rather than changes.
 
 **Where things are.** This module keeps the snapshots and answers ``state_at``,
 ``lifetimes`` and ``peak``; the records a state is made of (re-exported here) are in
-:mod:`microtorch.memory.replay_state`, and what each event kind does to them in
-:mod:`microtorch.memory.replay_events`.
+:mod:`microtorch.trace.replay_state`, and what each event kind does to them in
+:mod:`microtorch.trace.replay_events`.
 """
 from __future__ import annotations
 

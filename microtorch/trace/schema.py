@@ -1,13 +1,14 @@
 """The trace file schema: what a saved trace must look like before it is replayed.
 
-:meth:`Trace.load <microtorch.memory.trace.Trace.load>` checks a file in three passes and
+:meth:`Trace.load <microtorch.trace.Trace.load>` checks a file in three passes and
 raises :class:`TraceFormatError` naming the first thing that is wrong:
 
 1. the document: a JSON object ``{"format": "microtorch-trace/N", "events": [...]}`` whose
    version ``N`` this microtorch reads (:data:`VERSIONS`);
-2. each event: a dict whose ``kind`` is one of :data:`~microtorch.memory.trace.KINDS`, whose
-   ``step`` is its position, and whose fields have the types of :data:`FIELDS` (required
-   ones present; extra fields are allowed and kept);
+2. each event: a dict whose ``kind`` is one of :data:`~microtorch.trace.events.KINDS`, whose
+   ``step`` is its position, and whose fields have the types their record class declares
+   (:data:`~microtorch.trace.events.FIELDS`, read off the dataclasses of
+   :mod:`microtorch.trace.events`; required ones present; extra fields are allowed and kept);
 3. the bookkeeping replay depends on, once a ``baseline`` said what was live: every
    storage is allocated once and freed once, after its reference count fell to zero; each
    ``refcount`` event's count is the previous count plus its ``delta``; a storage's first
@@ -16,6 +17,8 @@ raises :class:`TraceFormatError` naming the first thing that is wrong:
 A trace that fails pass 3 was edited or cut: replaying it would show wrong live bytes.
 """
 from __future__ import annotations
+
+from .events import BOOL, DICT, FIELDS, INT, LIST, NONE, NUM, STR  # noqa: F401 (FIELDS: the schema, re-exported)
 
 #: The trace file versions this microtorch reads (version 1: the events of ``KINDS``).
 VERSIONS = (1,)
@@ -26,69 +29,7 @@ class TraceFormatError(ValueError):
     """A trace file is not a valid microtorch trace (the message names the first bad event)."""
 
 
-_INT, _STR, _BOOL, _NUM, _LIST, _DICT, _NONE = "int", "str", "bool", "number", "list", "dict", "null"
-
-# kind -> {field: (allowed types, required)}; "int" excludes booleans, "number" is int or float
-FIELDS: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
-    "tensor": {"tensor": ((_INT,), True), "name": ((_STR, _NONE), False), "shape": ((_LIST,), True),
-               "dtype": ((_STR,), True), "requires_grad": ((_BOOL,), True), "is_leaf": ((_BOOL,), True),
-               "storage": ((_INT,), True)},
-    "alloc": {"storage": ((_INT,), True), "nbytes": ((_INT,), True), "dtype": ((_STR,), False),
-              "tag": ((_STR,), False), "allocator": ((_STR,), False), "block": ((_INT, _NONE), False)},
-    "free": {"storage": ((_INT,), True), "nbytes": ((_INT,), True), "stale": ((_BOOL,), False)},
-    "refcount": {"storage": ((_INT,), True), "refcount": ((_INT,), True), "delta": ((_INT,), True),
-                 "holder": ((_STR,), False)},
-    "op": {"op": ((_STR,), True), "phase": ((_STR,), False), "node": ((_INT, _NONE), False),
-           "slot": ((_INT, _NONE), False), "inputs": ((_LIST,), True), "output": ((_INT,), True),
-           "shape": ((_LIST,), False), "dtype": ((_STR,), False), "saved": ((_LIST,), False),
-           "next": ((_LIST,), False), "input_storages": ((_LIST,), False),
-           "input_strides": ((_LIST,), False), "output_storage": ((_INT,), False),
-           "inplace": ((_BOOL,), False)},
-    "backward": {"order": ((_STR,), False), "roots": ((_LIST,), False), "pending": ((_DICT, _NONE), False),
-                 "ready": ((_LIST, _NONE), False), "schedule": ((_LIST,), False)},
-    "node_run": {"node": ((_INT,), True), "op": ((_STR,), False), "grad_shape": ((_LIST,), False),
-                 "pending": ((_DICT, _NONE), False), "ready": ((_LIST, _NONE), False)},
-    "grad": {"tensor": ((_INT,), True), "shape": ((_LIST,), False), "norm": ((_NUM,), False)},
-    "release": {"node": ((_INT,), True), "slot": ((_INT, _NONE), False), "dropped": ((_BOOL,), False)},
-    "alloc_block": {"allocator": ((_STR,), True), "block": ((_INT,), True), "chunk": ((_INT,), True),
-                    "offset": ((_INT,), True), "nbytes": ((_INT,), True), "size": ((_INT,), True),
-                    "tag": ((_STR,), False), "padding": ((_INT,), False),
-                    "size_class": ((_INT, _NONE), False), "reused": ((_BOOL,), False),
-                    "slab_bytes": ((_INT,), False)},
-    "free_block": {"allocator": ((_STR,), False), "block": ((_INT,), True), "held": ((_BOOL,), False)},
-    "arena_chunk": {"arena": ((_STR,), True), "chunk": ((_INT,), True), "nbytes": ((_INT,), True),
-                    "growth": ((_BOOL,), False)},
-    "arena_reset": {"arena": ((_STR,), True), "generation": ((_INT,), False),
-                    "blocks": ((_LIST,), False), "stale": ((_LIST,), False)},
-    "pool_epoch": {"allocator": ((_STR,), True), "epoch": ((_INT,), True), "held": ((_INT,), False),
-                   "released": ((_LIST,), False)},
-    "baseline": {"live_bytes": ((_INT,), False), "peak_bytes": ((_INT,), False),
-                 "allocators": ((_LIST,), False), "blocks": ((_LIST,), False),
-                 "storages": ((_LIST,), False), "node_records": ((_DICT,), False)},
-    "mark": {"label": ((_STR,), True)},
-    "read": {"tensor": ((_INT,), True), "storage": ((_INT,), True), "how": ((_STR,), True),
-             "copy": ((_BOOL,), False)},
-    "optimizer_step": {"optimizer": ((_STR,), True), "params": ((_LIST,), False), "grads": ((_LIST,), False)},
-    "checkpoint": {"stage": ((_STR,), True), "checkpoint": ((_INT, _NONE), True), "fn": ((_STR,), False),
-                   "reentrant": ((_BOOL,), False), "kept_bytes": ((_INT,), False)},
-    "recompute": {"stage": ((_STR,), True), "checkpoint": ((_INT,), True), "fn": ((_STR,), False),
-                  "kept_bytes": ((_INT,), False)},
-    "thread_cache": {"allocator": ((_STR,), True), "thread": ((_INT,), True), "action": ((_STR,), True),
-                     "size_class": ((_INT,), True), "blocks": ((_INT,), True), "cached": ((_INT,), True),
-                     "lock_acquisitions": ((_INT,), True)},
-    "buddy_alloc": {"allocator": ((_STR,), True), "block": ((_INT,), True), "heap": ((_INT,), True),
-                    "offset": ((_INT,), True), "order": ((_INT, _NONE), True), "nbytes": ((_INT,), True),
-                    "size": ((_INT,), True), "tag": ((_STR,), False), "splits": ((_LIST,), True),
-                    "heaps": ((_INT,), True), "heap_bytes": ((_INT,), True), "min_order": ((_INT,), True)},
-    "buddy_free": {"allocator": ((_STR,), True), "block": ((_INT,), True), "merges": ((_LIST,), True)},
-    "fit_alloc": {"allocator": ((_STR,), True), "block": ((_INT,), True), "heap": ((_INT,), True),
-                  "offset": ((_INT,), True), "nbytes": ((_INT,), True), "size": ((_INT,), True),
-                  "tag": ((_STR,), False)},
-    "fit_free": {"allocator": ((_STR,), True), "block": ((_INT,), True), "heap": ((_INT,), True),
-                 "offset": ((_INT,), True), "size": ((_INT,), True)},
-    "mmap_pages": {"allocator": ((_STR,), True), "pages": ((_INT,), True), "label": ((_STR,), False),
-                   "resident": ((_INT,), True), "first": ((_BOOL,), True), "runs": ((_LIST,), True)},
-}
+_INT, _STR, _BOOL, _NUM, _LIST, _DICT, _NONE = INT, STR, BOOL, NUM, LIST, DICT, NONE
 
 # the entries of a baseline's lists that replay reads by key
 _BASELINE_ENTRIES = {
