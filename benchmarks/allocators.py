@@ -178,9 +178,9 @@ def _recorder_off_row(name, kind, args, copies, copy_error, sites, quick) -> Row
                          budget_s=1.5 if quick else 4.0)
     r.stats, r.peer_stats = stats["checks"], stats["nochecks"]
     r.met = r.ratio <= 1.05
-    reads = _count_reads(checks.memory.trace, steps["checks"][0])
-    left = _count_reads(nochecks.memory.trace, steps["nochecks"][0])
-    ns = _read_cost_ns(checks.memory.trace, quick)
+    reads = _count_reads(checks.recording, steps["checks"][0])
+    left = _count_reads(nochecks.recording, steps["nochecks"][0])
+    ns = _read_cost_ns(checks.recording, quick)
     off = stats["checks"]
     est_us = reads * ns / 1000
     r.notes += [
@@ -215,7 +215,7 @@ def _engine_copies():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
             if name.endswith("nochecks"):
                 for f in dst.rglob("*.py"):
-                    if f.relative_to(dst).as_posix() == "memory/trace.py":
+                    if f.relative_to(dst).as_posix() == "recording.py":
                         continue  # the recorder itself (its global is only written there)
                     text = f.read_text(encoding="utf-8")
                     new, n = re.subn(r"\b_trace\.active\b", "None", text)

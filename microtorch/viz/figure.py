@@ -20,10 +20,11 @@ scales down to the width it is shown in.
 """
 from __future__ import annotations
 
-import contextlib
 import io
 import math
 import re
+
+from . import text_metrics
 
 MIN_HEIGHT, MAX_HEIGHT = 2.2, 9.0  # inches
 DEFAULT_WIDTH = 9.0  # inches; a panel's ``width=`` option changes it
@@ -96,45 +97,10 @@ def to_svg(fig) -> str:
     import matplotlib as mpl
 
     buf = io.StringIO()
-    with mpl.rc_context(RC), _text_metrics_kept():
+    with mpl.rc_context(RC), text_metrics.kept():
         fig.savefig(buf, format="svg", facecolor="white")
     out = buf.getvalue()
     return out[out.find("<svg"):]
-
-
-_metrics: dict = {}
-_DIGIT = re.compile(r"[0-9]")
-
-
-@contextlib.contextmanager
-def _text_metrics_kept():
-    """Keep text sizes from one SVG drawing to the next (matplotlib keeps them per renderer,
-    and every ``savefig`` makes a new one; measuring text is most of the cost of redrawing
-    a figure whose words barely change). Only while our own figures are drawn; SVG text
-    sizes depend only on the text, the font and the dpi."""
-    import matplotlib.text as mtext
-
-    original = getattr(mtext, "_get_text_metrics_with_cache", None)
-    if original is None:  # pragma: no cover - another matplotlib: draw without the cache
-        yield
-        return
-
-    def kept(renderer, text, fontprop, ismath, dpi):
-        # digits are all one width in the fonts we use (tabular figures), so "step 12 of 40"
-        # measures like "step 00 of 00": a caption that only counts up is measured once
-        key = (_DIGIT.sub("0", text) if not ismath else text, hash(fontprop), ismath, dpi)
-        got = _metrics.get(key)
-        if got is None:
-            if len(_metrics) > 20_000:
-                _metrics.clear()
-            got = _metrics[key] = original(renderer, text, fontprop, ismath, dpi)
-        return got
-
-    mtext._get_text_metrics_with_cache = kept
-    try:
-        yield
-    finally:
-        mtext._get_text_metrics_with_cache = original
 
 
 def rc():
