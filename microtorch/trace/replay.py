@@ -24,6 +24,12 @@ forward — so stepping through every ``t`` costs one event plus a few dict copi
 Snapshots are cheap because every value in them is an immutable record (a ``NamedTuple``)
 that an event replaces rather than changes.
 
+**One replay for every panel.** A trace has one :class:`Replay` (``tr.replay()``). It
+answers the memory state itself, drives the other concerns' reducers with its own cursor
+(:meth:`Replay.follow`: the graph picture's state at ``t``) and holds the per-trace facts
+pictures share (:meth:`Replay.facts`: the memory timeline, the event index, layouts), so
+no panel replays events on its own or keeps its own cache of them.
+
 **Where things are.** This module keeps the snapshots and answers ``state_at``,
 ``lifetimes`` and ``peak``; the records a state is made of (re-exported here) are in
 :mod:`microtorch.trace.replay_state`, and what each event kind does to them in
@@ -52,6 +58,9 @@ class Replay:
         self._checkpoints = [self.initial]  # checkpoint i: the state after event i * every - 1
         self._cursor: _Replayer | None = None
         self._last: MemoryState | None = None
+        self._followers: dict = {}  # reducer class -> (its cursor, its last (t, state))
+        self._facts: dict = {}  # key -> facts of the whole trace, for self._facts_n events
+        self._facts_n = -1
 
     def _extend(self) -> None:
         main, events, every = self._main, self.events, self.every
@@ -79,6 +88,40 @@ class Replay:
             c.apply(events[c.t + 1])
         self._last = c.snapshot()
         return self._last
+
+    def follow(self, reducer, t: int):
+        """The state of another concern after event ``t``, replayed by this replay's cursor.
+
+        ``reducer`` is a class with ``__init__(events)``, ``t`` (the last event applied, -1 at
+        first), ``apply(event)`` and ``snapshot()`` (an independent, read-only state): the
+        graph picture's :class:`~microtorch.viz.graph_state.GraphReplayer`, say. One cursor per
+        reducer is kept here: stepping forward applies only the new events, stepping back
+        starts it over."""
+        self._extend()
+        events = self.events
+        cursor, last = self._followers.get(reducer, (None, None))
+        if last is not None and last[0] == t and last[2] == len(events):
+            return last[1]
+        if cursor is None or cursor.t > t:
+            cursor = reducer(events)
+        while cursor.t < t:
+            cursor.apply(events[cursor.t + 1])
+        state = cursor.snapshot()
+        self._followers[reducer] = (cursor, (t, state, len(events)))
+        return state
+
+    def facts(self, key, build):
+        """``build()``, once per ``key`` while the trace keeps its length: the facts pictures
+        share that do not depend on ``t`` (the memory timeline, the event index, layouts).
+        Every panel's per-trace store is this one, so they are forgotten together when the
+        trace grows."""
+        n = len(self.events)
+        if n != self._facts_n:
+            self._facts, self._facts_n = {}, n
+        got = self._facts.get(key, self)
+        if got is self:
+            got = self._facts[key] = build()
+        return got
 
     def lifetimes(self) -> list[Lifetime]:
         """One record per storage whose bytes were live at some step, in birth order."""

@@ -5,7 +5,6 @@ touches live engine objects, so a trace loaded from JSON reads the same as a fre
 """
 from __future__ import annotations
 
-import weakref
 from typing import Callable, Iterable
 
 #: The events a student scrubs through with ``steps="ops"``: forward ops, the start of
@@ -123,24 +122,21 @@ class TraceIndex:
         return f"{op['op']} (node {nid})" if op else f"node {nid}"
 
 
-_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+def replay_of(trace):
+    """The one replay of ``trace`` (:meth:`microtorch.Trace.replay`) that every panel reads:
+    its memory states, the graph follower, the shared per-trace facts. A plain list of
+    events gets a replay of its own (nothing to keep it on)."""
+    if hasattr(trace, "replay"):
+        return trace.replay()
+    from ..trace.replay import Replay
+
+    return Replay(events_of(trace))
 
 
 def index(trace) -> TraceIndex:
-    """A :class:`TraceIndex` for ``trace``, rebuilt only when the trace has grown."""
+    """The :class:`TraceIndex` of ``trace``, kept with its replay until the trace grows."""
     events = events_of(trace)
-    key = trace if hasattr(trace, "events") else None
-    if key is not None:
-        hit = _cache.get(key)
-        if hit is not None and hit[0] == len(events):
-            return hit[1]
-    built = TraceIndex(events)
-    if key is not None:
-        try:
-            _cache[key] = (len(events), built)
-        except TypeError:  # not weak-referenceable: just don't cache
-            pass
-    return built
+    return replay_of(trace).facts(TraceIndex, lambda: TraceIndex(events))
 
 
 def int_keys(d: dict | None) -> dict[int, int]:

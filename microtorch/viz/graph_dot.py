@@ -7,8 +7,8 @@ from . import palette
 from .events import events_of, index, step_label
 from .graph_collapse import MAX_NODES, collapse
 from .graph_state import GraphState, graph_state
-from .graph_text import (_dtype, _grad_text, _group_text, _headline, _is_graph_event, _saved_text, _shape,
-                         _status_text, _summary)
+from .graph_text import (dtype_text, grad_text, group_text, headline_text, is_graph_event, saved_text, shape_text,
+                         status_text, summary_text)
 from .header import Header
 
 
@@ -65,9 +65,9 @@ def to_dot(trace, t: int | None = None, *, show_saved: bool = False, show_values
         if tid in hidden_leaves:
             continue
         e = ix.tensor_at(tid, s.t) or {}
-        lines = [name(tid), _shape(e.get("shape", [])) + _dtype(e.get("dtype"))]
+        lines = [name(tid), shape_text(e.get("shape", [])) + dtype_text(e.get("dtype"))]
         if kind == "parameter":
-            lines += ["requires grad", _grad_text(s, tid)]
+            lines += ["requires grad", grad_text(s, tid)]
             if show_values:
                 lines.append(_values_text(trace, s, e))
             attrs = dict(shape="box", style="filled,rounded", fillcolor=P.fill("parameter"),
@@ -94,14 +94,14 @@ def to_dot(trace, t: int | None = None, *, show_saved: bool = False, show_values
         st = s.status(nid)
         out_name = ix.tensor_at(e["output"], s.t) or {}
         result = f"→ {out_name['name']} " if out_name.get("name") else "→ "
-        lines = [e["op"], result + _shape(e["shape"]) + _dtype(e.get("dtype")), f"node {nid}"]
-        status = _status_text(s, nid)
+        lines = [e["op"], result + shape_text(e["shape"]) + dtype_text(e.get("dtype")), f"node {nid}"]
+        status = status_text(s, nid)
         if st == "waiting" and s.backward["order"] == "deps":
             status = f"pending: {s.backward['pending'].get(nid, 0)}"
         if status:
             lines.append(status)
         if show_saved:
-            lines.append(_saved_text(s, ix, e))
+            lines.append(saved_text(s, ix, e))
         attrs = dict(shape="ellipse", margin="0.02,0.02", fillcolor=P.fill("op"), color=P.color("op"))
         if st == "done":
             attrs.update(fillcolor=P.fill("done"), color=P.color("done"))
@@ -119,14 +119,14 @@ def to_dot(trace, t: int | None = None, *, show_saved: bool = False, show_values
         attrs = dict(shape="box3d", style="filled,dashed", fillcolor=P.fill("op"), color=P.color("op"))
         if s.backward is not None and all(s.status(n) == "done" for n in g.nodes):
             attrs.update(fillcolor=P.fill("done"), color=P.color("done"))
-        out.append(_node(f"g{g.gid}", _label(*_group_text(s, g).split("\n")), **attrs))
+        out.append(_node(f"g{g.gid}", _label(*group_text(s, g).split("\n")), **attrs))
 
     # outputs
     roots = set(s.backward["roots"]) if s.backward else set()
     for tid in s.outputs:
         op = s.ops[s.producer[tid]]
         named = (ix.tensor_at(tid, s.t) or {}).get("name")
-        lines = [named or "output", _shape(op["shape"]) + _dtype(op.get("dtype"))]
+        lines = [named or "output", shape_text(op["shape"]) + dtype_text(op.get("dtype"))]
         if tid in roots:
             lines.append("backward started here")
         out.append(_node(f"t{tid}", _label(*lines), shape="box", peripheries="2",
@@ -187,7 +187,7 @@ def header(trace, s: GraphState, steps=None, headline: bool | None = None) -> He
     if s.backward is not None:  # topo order has no ready set: its schedule decides
         kinds += (["done", "grad"] if s.backward["order"] == "topo" else ["ready", "done", "grad"])
     if headline is None:
-        headline = not (steps and s.current is not None and _is_graph_event(s.current))
+        headline = not (steps and s.current is not None and is_graph_event(s.current))
     return Header(title="Computation graph", subtitle=step_label(trace, s.t, steps),
-                  lines=[_headline(trace, s)] if headline else [], band=(_summary(s), band_kind),
+                  lines=[headline_text(trace, s)] if headline else [], band=(summary_text(s), band_kind),
                   legend=[(k, *LEGEND[k]) for k in kinds])

@@ -1,14 +1,15 @@
 """The computation graph as plain facts: :class:`GraphState`, replayed from a trace's events.
 
-:func:`graph_state` replays events ``0..t`` into the op nodes, leaves, outputs, gradients
-and where backward stands; the text (:mod:`~microtorch.viz.graph_text`) and the DOT source
+:func:`graph_state` is the op nodes, leaves, outputs, gradients and where backward stands
+after events ``0..t``: :class:`GraphReplayer` is the graph concern of the trace's one replay
+(:meth:`microtorch.trace.replay.Replay.follow` drives it with its cursor); the text (:mod:`~microtorch.viz.graph_text`) and the DOT source
 (:mod:`~microtorch.viz.graph_dot`) of the graph picture are both drawn from it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .events import clamp_step, events_of, int_keys
+from .events import clamp_step, int_keys, replay_of
 
 
 @dataclass
@@ -56,70 +57,83 @@ class GraphState:
         return not bw["ready"] and all(c == 0 for c in bw["pending"].values())
 
 
-_recent: list = []  # a few (events, length, t, state): render, describe and to_dot share one replay
-
-
 def graph_state(trace, t: int | None = None) -> GraphState:
-    """Replay events ``0..t`` (``None``: all) into a :class:`GraphState` (treat it as read-only:
-    the last few are kept and handed out again)."""
-    events = events_of(trace)
+    """The graph after events ``0..t`` (``None``: all), from the trace's one replay
+    (:meth:`~microtorch.trace.replay.Replay.follow`); treat it as read-only."""
     t = clamp_step(trace, t)
-    for ev, n, tt, state in _recent:
-        if ev is events and n == len(events) and tt == t:
-            return state
-    state = _graph_state(events, t)
-    _recent.insert(0, (events, len(events), t, state))
-    del _recent[4:]
-    return state
+    return replay_of(trace).follow(GraphReplayer, t)
 
 
-def _graph_state(events: list, t: int) -> GraphState:
-    s = GraphState(t=t, n_events=len(events), current=events[t] if t >= 0 else None)
-    edges_into: dict[int, dict | None] = {}  # leaf tensor id -> its grad edge (from the op's next)
-    for e in events[: t + 1]:
+class GraphReplayer:
+    """The graph concern of a trace's replay: applies events one by one (op, backward,
+    node_run, grad, release) and hands out :class:`GraphState` snapshots."""
+
+    def __init__(self, events: list):
+        self.events, self.t = events, -1
+        self.ops: dict[int, dict] = {}
+        self.producer: dict[int, int] = {}
+        self.sources: dict[int, list] = {}
+        self.consumers: dict[int, list[int]] = {}
+        self.grads: dict[int, dict] = {}
+        self.backward: dict | None = None
+        self.released: set[int] = set()
+        self.untracked_ops = 0
+        self.edges_into: dict[int, dict | None] = {}  # leaf tensor id -> its grad edge (from the op's next)
+
+    def apply(self, e) -> None:
+        self.t += 1
         kind = e["kind"]
         if kind == "op" and e.get("phase", "forward") != "backward":
             nid = e.get("node")
             if nid is None:
-                s.untracked_ops += 1
-                continue
-            s.ops[nid] = e
-            s.sources[nid] = [s.producer.get(tid) for tid in e["inputs"]]
+                self.untracked_ops += 1
+                return
+            self.ops[nid] = e
+            self.sources[nid] = [self.producer.get(tid) for tid in e["inputs"]]
             nxt = e.get("next") or [None] * len(e["inputs"])
             for tid, edge in zip(e["inputs"], nxt):
-                s.consumers.setdefault(tid, []).append(nid)
-                if tid not in s.producer:
-                    edges_into.setdefault(tid, edge)
-            s.producer[e["output"]] = nid
+                self.consumers.setdefault(tid, []).append(nid)
+                if tid not in self.producer:
+                    self.edges_into.setdefault(tid, edge)
+            self.producer[e["output"]] = nid
             if e.get("inplace") and e["inputs"]:  # the written tensor now comes from this node
-                s.producer[e["inputs"][0]] = nid
+                self.producer[e["inputs"][0]] = nid
         elif kind == "backward":
-            s.backward = {"order": e.get("order", "deps"), "step": e["step"],
-                          "roots": list(e.get("roots", [])), "pending": int_keys(e.get("pending")),
-                          "ready": [int(n) for n in e.get("ready") or []],
-                          "schedule": [int(n) for n in e.get("schedule") or []], "done": []}
-        elif kind == "node_run" and s.backward is not None:
-            s.backward["done"].append(int(e["node"]))
+            self.backward = {"order": e.get("order", "deps"), "step": e["step"],
+                             "roots": list(e.get("roots", [])), "pending": int_keys(e.get("pending")),
+                             "ready": [int(n) for n in e.get("ready") or []],
+                             "schedule": [int(n) for n in e.get("schedule") or []], "done": []}
+        elif kind == "node_run" and self.backward is not None:
+            bw = self.backward = dict(self.backward)  # snapshots handed out keep the old one
+            bw["done"] = bw["done"] + [int(e["node"])]
             if e.get("pending") is not None:
-                s.backward["pending"] = int_keys(e["pending"])
+                bw["pending"] = int_keys(e["pending"])
             if e.get("ready") is not None:
-                s.backward["ready"] = [int(n) for n in e["ready"]]
+                bw["ready"] = [int(n) for n in e["ready"]]
         elif kind == "grad":
-            g = s.grads.get(e["tensor"], {"count": 0})
-            s.grads[e["tensor"]] = {"shape": e["shape"], "norm": e["norm"],
-                                    "count": g["count"] + 1, "step": e["step"]}
+            g = self.grads.get(e["tensor"], {"count": 0})
+            self.grads[e["tensor"]] = {"shape": e["shape"], "norm": e["norm"],
+                                       "count": g["count"] + 1, "step": e["step"]}
         elif kind == "release":
-            s.released.add(int(e["node"]))
-    for tid, edge in edges_into.items():
-        if tid in s.producer:
-            continue
-        if edge is None:
-            s.leaves[tid] = "constant"
-        elif "leaf" in edge:
-            s.leaves[tid] = "parameter"
-        else:  # its gradient goes to a node recorded before the trace started
-            s.leaves[tid] = "external"
-    fed = {p for made_by in s.sources.values() for p in made_by if p is not None}
-    s.outputs = [e["inputs"][0] if e.get("inplace") and e["inputs"] else e["output"]  # what it wrote
-                 for nid, e in s.ops.items() if nid not in fed]
-    return s
+            self.released.add(int(e["node"]))
+
+    def snapshot(self) -> GraphState:
+        t, events = self.t, self.events
+        s = GraphState(t=t, n_events=len(events), current=events[t] if t >= 0 else None,
+                       ops=dict(self.ops), producer=dict(self.producer), sources=dict(self.sources),
+                       consumers={tid: list(ns) for tid, ns in self.consumers.items()},
+                       grads=dict(self.grads), backward=self.backward, released=set(self.released),
+                       untracked_ops=self.untracked_ops)
+        for tid, edge in self.edges_into.items():
+            if tid in s.producer:
+                continue
+            if edge is None:
+                s.leaves[tid] = "constant"
+            elif "leaf" in edge:
+                s.leaves[tid] = "parameter"
+            else:  # its gradient goes to a node recorded before the trace started
+                s.leaves[tid] = "external"
+        fed = {p for made_by in s.sources.values() for p in made_by if p is not None}
+        s.outputs = [e["inputs"][0] if e.get("inplace") and e["inputs"] else e["output"]  # what it wrote
+                     for nid, e in s.ops.items() if nid not in fed]
+        return s

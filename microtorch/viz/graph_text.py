@@ -1,5 +1,12 @@
 """The graph picture in words: :func:`describe`, and the labels and status lines the DOT
-picture shares with it (a node's status in backward, a leaf's gradient, what was saved).
+picture shares with it.
+
+The shared words are this module's public interface, used by :mod:`.graph_dot` so the
+picture and its text description never disagree: :func:`shape_text`, :func:`dtype_text`,
+:func:`grad_text` (a leaf's gradient), :func:`status_text` (a node's status in backward),
+:func:`saved_text` (what an op saved), :func:`group_text` (a collapsed group),
+:func:`summary_text` (where backward stands), :func:`headline_text` (the latest change) and
+:func:`is_graph_event`.
 """
 from __future__ import annotations
 
@@ -12,21 +19,24 @@ from .graph_state import GraphState, graph_state
 NOT_COMPUTED = "gradients not computed yet (call .backward())"
 
 
-def _shape(shape) -> str:
+def shape_text(shape) -> str:
+    """A shape in words: ``[2, 3]``, ``[] (scalar)``."""
     return f"{list(shape)}" + (" (scalar)" if len(shape) == 0 else "")
 
 
-def _dtype(dtype: str | None) -> str:
+def dtype_text(dtype: str | None) -> str:
+    """`` float64`` after a shape, nothing for the default float32."""
     return "" if dtype in (None, "float32") else f" {dtype}"
 
 
-def _grad_text(s: GraphState, tid: int) -> str:
+def grad_text(s: GraphState, tid: int) -> str:
+    """A leaf's gradient at this step: a parameter's ``.grad`` (norm) or that it has none yet."""
     if s.leaves.get(tid) != "parameter":
         return "no grad (constant)" if s.leaves.get(tid) == "constant" else ""
     g = s.grads.get(tid)
     if g is not None:
         times = f", accumulated {g['count']}×" if g["count"] > 1 else ""
-        return f"grad {_shape(g['shape'])}, norm {g['norm']:.4g}{times}"
+        return f"grad {shape_text(g['shape'])}, norm {g['norm']:.4g}{times}"
     if s.backward is None:
         return "grad: not computed yet"
     return "grad: not arrived yet"
@@ -36,7 +46,8 @@ def _ordinal(k: int) -> str:
     return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
-def _status_text(s: GraphState, nid: int) -> str:
+def status_text(s: GraphState, nid: int) -> str:
+    """A node's status in backward: waiting on how many, ready, ran (in which order), released."""
     st = s.status(nid)
     bw = s.backward
     if st == "done":
@@ -53,7 +64,7 @@ def _status_text(s: GraphState, nid: int) -> str:
     return ""
 
 
-def _summary(s: GraphState) -> str:
+def summary_text(s: GraphState) -> str:
     """One line: where backward stands."""
     bw = s.backward
     if bw is None:
@@ -93,8 +104,8 @@ def describe(trace, t: int | None = None, steps=None, *, max_nodes: int | None =
     ix = index(trace)
 
     name = lambda tid: _tensor_name(s, ix, tid)  # noqa: E731
-    lines = [f"Computation graph at {step_label(trace, s.t, steps)}: {_headline(trace, s)}",
-             _summary(s) + "."]
+    lines = [f"Computation graph at {step_label(trace, s.t, steps)}: {headline_text(trace, s)}",
+             summary_text(s) + "."]
     if not s.ops:
         lines.append("No graph yet: no op on a tensor that requires grad has run.")
     groups = collapse(s, max_nodes)
@@ -108,8 +119,8 @@ def describe(trace, t: int | None = None, steps=None, *, max_nodes: int | None =
             e = ix.tensor_at(tid, s.t) or {}
             what = {"parameter": "requires grad", "constant": "constant",
                     "external": "made by a graph recorded before the trace"}[kind]
-            extra = _grad_text(s, tid)
-            lines.append(f"  {name(tid)} {_shape(e.get('shape', []))}{_dtype(e.get('dtype'))}: {what}"
+            extra = grad_text(s, tid)
+            lines.append(f"  {name(tid)} {shape_text(e.get('shape', []))}{dtype_text(e.get('dtype'))}: {what}"
                          + (f"; {extra}" if extra and kind == "parameter" else ""))
     if s.ops:
         lines.append("Ops (in the order they ran):")
@@ -119,19 +130,19 @@ def describe(trace, t: int | None = None, steps=None, *, max_nodes: int | None =
             if g is not None:
                 if g.gid not in shown_groups:
                     shown_groups.add(g.gid)
-                    lines.append("  " + _group_text(s, g).replace("\n", "; "))
+                    lines.append("  " + group_text(s, g).replace("\n", "; "))
                 continue
             args = ", ".join(name(x) for x in e["inputs"])
-            line = f"  node {nid}: {e['op']}({args}) -> {_shape(e['shape'])}{_dtype(e.get('dtype'))}"
-            st = _status_text(s, nid)
+            line = f"  node {nid}: {e['op']}({args}) -> {shape_text(e['shape'])}{dtype_text(e.get('dtype'))}"
+            st = status_text(s, nid)
             if st:
                 line += f"; {st}"
             if show_saved:
-                line += f"; {_saved_text(s, ix, e)}"
+                line += f"; {saved_text(s, ix, e)}"
             lines.append(line)
     if s.outputs:
         lines.append("Outputs (results no recorded op used): " + ", ".join(
-            f"{name(tid)} {_shape(s.ops[s.producer[tid]]['shape'])}" for tid in s.outputs))
+            f"{name(tid)} {shape_text(s.ops[s.producer[tid]]['shape'])}" for tid in s.outputs))
     if s.backward is not None and s.backward["order"] == "deps":
         waiting = {n: c for n, c in sorted(s.backward["pending"].items()) if c}
         pend = ", ".join(f"node {n}: {c}" for n, c in waiting.items()) or "none"
@@ -153,7 +164,8 @@ def _tensor_name(s: GraphState, ix, tid: int) -> str:
     return ix.tensor_name(tid, s.t)
 
 
-def _saved_text(s: GraphState, ix, e: dict) -> str:
+def saved_text(s: GraphState, ix, e: dict) -> str:
+    """What the op event ``e`` saved for backward, tensors named as at this step."""
     saved = e.get("saved") or []
     if not saved:
         return "saves nothing"
@@ -167,7 +179,8 @@ def _saved_text(s: GraphState, ix, e: dict) -> str:
     return "saves " + ", ".join(by_storage.get(st, f"storage #{st}") for st in saved)
 
 
-def _group_text(s: GraphState, g: Group) -> str:
+def group_text(s: GraphState, g: Group) -> str:
+    """A collapsed group of nodes in words: how many of each op, and their status."""
     ops = Counter(s.ops[n]["op"] for n in g.nodes)
     top = ", ".join(f"{op} ×{k}" for op, k in ops.most_common(3))
     if len(ops) > 3:
@@ -184,20 +197,21 @@ def _group_text(s: GraphState, g: Group) -> str:
     return "\n".join(lines)
 
 
-def _is_graph_event(e: dict) -> bool:
+def is_graph_event(e: dict) -> bool:
+    """Whether event ``e`` changes the graph picture (an op with a node, or a backward event)."""
     return e["kind"] in ("backward", "node_run", "grad", "release") or (
         e["kind"] == "op" and e.get("phase") != "backward")
 
 
-def _headline(trace, s: GraphState) -> str:
+def headline_text(trace, s: GraphState) -> str:
     """What the graph's latest change was: event ``t`` itself if it is a graph event (an op,
     a backward step, a gradient, a release), else the latest graph event before it."""
     if s.t < 0:
         return "nothing recorded yet"
     events = events_of(trace)
-    if _is_graph_event(events[s.t]):
+    if is_graph_event(events[s.t]):
         return describe_event(trace, s.t)
-    j = next((i for i in range(s.t, -1, -1) if _is_graph_event(events[i])), None)
+    j = next((i for i in range(s.t, -1, -1) if is_graph_event(events[i])), None)
     if j is None:
         return f"the graph is still empty (event {s.t}: {describe_event(trace, s.t)})"
     return f"last change to the graph, at event {j}: {describe_event(trace, j)}"

@@ -72,15 +72,13 @@ class LivenessFacts:
         return max((b.nbytes for b in self.bars), default=0)
 
 
-_bars_cache: dict = {}
-
-
 def _bars(trace, max_rows: int):
+    """The lifetime bars and their rows for the whole trace, kept with its replay."""
+    return trace.replay().facts(("liveness bars", max_rows), lambda: _build_bars(trace, max_rows))
+
+
+def _build_bars(trace, max_rows: int):
     tl = timeline(trace)
-    key = (id(tl), max_rows)
-    hit = _bars_cache.get(key)
-    if hit is not None and hit[0] is tl:
-        return hit[1]
     lives = trace.lifetimes()
     biggest = max((lf.nbytes for lf in lives), default=1) or 1
     end = tl.n
@@ -95,11 +93,7 @@ def _bars(trace, max_rows: int):
         height = 0.3 + 0.6 * math.sqrt(lf.nbytes / biggest) if lf.nbytes else 0.3
         bars.append(Bar(lf.storage, info.label, kind, lf.birth or 0, lf.death, lf.end, lf.nbytes, rows[i],
                         height))
-    out = (bars, (max(rows.values()) + 1) if rows else 0, shared)
-    if len(_bars_cache) > 16:
-        _bars_cache.clear()
-    _bars_cache[key] = (tl, out)
-    return out
+    return (bars, (max(rows.values()) + 1) if rows else 0, shared)
 
 
 def liveness_facts(trace, t: int | None = None, steps=None, *, max_rows: int = MAX_ROWS) -> LivenessFacts:

@@ -160,28 +160,20 @@ def holders_words(holders) -> str:
     return ", ".join(h if n == 1 else f"{n}× {h}" for h, n in counts.items())
 
 
-_layout_cache: dict = {}
-
-
 def _rows_layout(trace, max_rows: int):
-    """(shared?, row of each storage) for the whole trace, computed once."""
+    """(shared?, row of each storage) for the whole trace, kept with its replay."""
+    return trace.replay().facts(("refcount rows", max_rows), lambda: _build_rows_layout(trace, max_rows))
+
+
+def _build_rows_layout(trace, max_rows: int):
     tl = timeline(trace)
-    key = (id(tl), max_rows)
-    hit = _layout_cache.get(key)
-    if hit is not None and hit[0] is tl:
-        return hit[1]
     lines = _lines(trace)
     order = sorted(lines.values(), key=lambda ln: (ln.born, ln.storage))
     if len(order) <= max_rows:
-        layout = (False, {ln.storage: i for i, ln in enumerate(order)}, lines)
-    else:
-        end = tl.n
-        layout = (True, lanes([(ln.storage, ln.born, (ln.freed if ln.freed is not None else end) + 1)
-                               for ln in order]), lines)
-    if len(_layout_cache) > 16:
-        _layout_cache.clear()
-    _layout_cache[key] = (tl, layout)
-    return layout
+        return (False, {ln.storage: i for i, ln in enumerate(order)}, lines)
+    end = tl.n
+    return (True, lanes([(ln.storage, ln.born, (ln.freed if ln.freed is not None else end) + 1)
+                         for ln in order]), lines)
 
 
 def refcount_facts(trace, t: int | None = None, steps=None, *, max_rows: int = MAX_ROWS) -> RefcountFacts:

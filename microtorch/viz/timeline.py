@@ -4,14 +4,14 @@ A picture is a pure function ``render(trace, t)``; scrubbing calls it for many `
 facts that do not depend on ``t`` — what each storage is called and what kind of bytes it
 holds, each storage's reference-count history, each arena's used bytes and capacity after
 every event (for the high-water mark and a steady address axis), the pool's size classes —
-are gathered here in one pass over the replayed states and kept until the trace grows.
+are gathered here in one pass over the replayed states and kept with the trace's one
+replay (:meth:`~microtorch.trace.replay.Replay.facts`) until the trace grows.
 
 Everything comes from the trace's events and :meth:`~microtorch.Trace.state_at` (the
 replay); nothing here looks at live engine objects.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -86,22 +86,10 @@ def as_trace(trace):
     return Trace(list(trace))
 
 
-_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def timeline(trace) -> Timeline:
-    """The :class:`Timeline` of ``trace``, built on first use and rebuilt when it has grown."""
+    """The :class:`Timeline` of ``trace``, kept with its replay until the trace grows."""
     trace = as_trace(trace)
-    hit = _cache.get(trace)
-    n = len(events_of(trace))
-    if hit is not None and hit.n == n:
-        return hit
-    built = _build(trace)
-    try:
-        _cache[trace] = built
-    except TypeError:  # pragma: no cover - not weak-referenceable
-        pass
-    return built
+    return trace.replay().facts(Timeline, lambda: _build(trace))
 
 
 def _build(trace) -> Timeline:
