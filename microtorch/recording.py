@@ -53,3 +53,42 @@ def node_id(n) -> int:
     if n._nid is None:
         n._nid = next(_node_ids)
     return n._nid
+
+
+class Holder(str):
+    """Who holds a reference to a storage (a ``refcount`` event's ``holder``): the words a
+    trace file keeps (``"tensor 3"``, ``"node 7 (MulBackward)"``, ``"a numpy array from
+    .numpy()"``, ``"?"`` for a reference taken before recording) and, as data, ``kind``
+    (``"tensor"``, ``"node"``, ``"unknown"`` or ``"other"``) and ``id`` (the tensor or node id,
+    else ``None``), so nothing has to read the words back."""
+
+    def __new__(cls, words: str, kind: str = "other", id: int | None = None):
+        h = str.__new__(cls, words)
+        h.kind, h.id = kind, id
+        return h
+
+    @classmethod
+    def of_tensor(cls, tid: int) -> "Holder":
+        return cls(f"tensor {tid}", "tensor", tid)
+
+    @classmethod
+    def of_node(cls, nid: int, op: str) -> "Holder":
+        return cls(f"node {nid} ({op})", "node", nid)
+
+    @classmethod
+    def parse(cls, words: str) -> "Holder":
+        """The holder a saved trace's words name (the file boundary: done once, on load)."""
+        if isinstance(words, Holder):
+            return words
+        head, _, rest = words.partition(" ")
+        number = rest.split(" ", 1)[0]
+        if head in ("tensor", "node") and number.isdigit():
+            return cls(words, head, int(number))
+        return cls(words, "unknown" if words == "?" else "other")
+
+    def __reduce__(self):
+        return (Holder, (str(self), self.kind, self.id))
+
+
+#: the holder of references taken before recording started
+UNKNOWN = Holder("?", "unknown")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
+from ..recording import Holder
 from .checking import _call, _fail, _passed, checker, hidden, learner, rng
 
 # ----------------------------------------------------------------------------------------------
@@ -135,13 +136,14 @@ def _storage_of(x):
     return base.storage
 
 
-def _holder_words(h: str, names: dict) -> str:
-    if h.startswith("tensor "):
-        name = names.get(int(h[7:]))
+def _holder_words(h, names: dict) -> str:
+    h = Holder.parse(h)
+    if h.kind == "tensor":
+        name = names.get(h.id)
         return f"the tensor {name}" if name else f"a tensor object still alive ({h})"
-    if h.startswith("node "):
+    if h.kind == "node":
         return "the graph node " + h.split("(", 1)[-1].rstrip(")") + " (a saved slot)"
-    return h
+    return str(h)
 
 
 def _random_programs(n: int) -> list:

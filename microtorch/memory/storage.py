@@ -156,9 +156,10 @@ def empty_storage(count: int, dtype: np.dtype, tag: str = "activation") -> Stora
     return Storage(np.frombuffer(block.memory, dtype, count), block, tag)
 
 
-def _describe(holder, rec) -> str:
-    """How a refcount event names who holds the reference (``tensor 3``, ``node 7 (MulBackward)``)."""
+def _describe(holder, rec) -> _trace.Holder:
+    """Who holds the reference, for a refcount event: a tensor, a graph node (``node 7
+    (MulBackward)``) or something named in words."""
     nid = getattr(holder, "_nid", False)
     if nid is not False:  # a graph node holding a saved tensor
-        return f"node {_trace.node_id(holder)} ({holder.name})"
-    return f"tensor {rec.tensor(holder)}" if hasattr(holder, "_tid") else str(holder)
+        return _trace.Holder.of_node(_trace.node_id(holder), holder.name)
+    return _trace.Holder.of_tensor(rec.tensor(holder)) if hasattr(holder, "_tid") else _trace.Holder(str(holder))

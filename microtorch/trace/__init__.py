@@ -13,9 +13,9 @@ step ``t``. One module per concept:
 * :mod:`.replay` (with :mod:`.replay_events`, the handlers of each kind, and
   :mod:`.replay_state`, the immutable records a state is made of) — the memory state at
   any step, the lifetimes and the live-bytes curve.
-* :mod:`.holders` — who holds a reference, as a structured :class:`~.holders.Holder`.
 
-The slot engine code reports to (``active``, ``emit``, tensor and node ids) is the bottom
+The slot engine code reports to (``active``, ``emit``, tensor and node ids, and
+:class:`~microtorch.recording.Holder`: who holds a reference, as data) is the bottom
 module :mod:`microtorch.recording`, which imports nothing, so :mod:`microtorch.memory`'s
 allocators report events without importing this package (which reads them).
 
@@ -23,9 +23,10 @@ allocators report events without importing this package (which reads them).
 package's modules with ``from microtorch.trace import events`` or
 ``from microtorch.trace.replay import Replay``.
 """
+from ..recording import Holder
 from .events import EVENT_TYPES, KINDS, UNSET, Event
 from .recorder import Trace, baseline, record
 from .schema import VERSIONS, TraceFormatError
 
-__all__ = ["EVENT_TYPES", "KINDS", "UNSET", "Event", "Trace", "TraceFormatError", "VERSIONS",
+__all__ = ["EVENT_TYPES", "KINDS", "UNSET", "Event", "Holder", "Trace", "TraceFormatError", "VERSIONS",
            "baseline", "record"]

@@ -22,6 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..recording import Holder
+
 
 class _Unset:
     """The value of a field an event did not carry (falsy, a single instance)."""
@@ -133,14 +135,14 @@ class Free(Event):
 @dataclass(slots=True, kw_only=True)
 class Refcount(Event):
     """A storage's reference count changed: ``refcount`` (the new value), ``delta`` and
-    ``holder`` (who took or dropped the reference: ``"tensor 3"``, ``"node 7 (MulBackward)"``,
-    ``"a numpy array from .numpy()"``; :func:`~microtorch.trace.holders.parse_holder` reads it)."""
+    ``holder`` (who took or dropped the reference: a :class:`~microtorch.recording.Holder`,
+    saved as its words ``"tensor 3"``, ``"node 7 (MulBackward)"``, ``"a numpy array from .numpy()"``)."""
 
     kind: ClassVar[str] = "refcount"
     storage: int = _field(INT, required=True)
     refcount: int = _field(INT, required=True)
     delta: int = _field(INT, required=True)
-    holder: str = _field(STR)
+    holder: Holder = _field(STR)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -507,6 +509,8 @@ def make(kind: str, fields: dict) -> Event:
                          f"microtorch/trace/events.py (known: {', '.join(sorted(EVENT_TYPES))})")
     names = _FIELD_NAMES[cls]
     known = {k: v for k, v in fields.items() if k in names}
+    if type(known.get("holder")) is str:  # a refcount event read from a file: its words as a Holder
+        known["holder"] = Holder.parse(known["holder"])
     extra = {k: v for k, v in fields.items() if k not in names and k != "kind"}
     return cls(**known, extra=extra or None)
 

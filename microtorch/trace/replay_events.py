@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+from ..recording import UNKNOWN, Holder
 from .replay_state import (ArenaState, BlockState, MemoryState, NodeRecords, NodeState, PoolClassState,
                            PoolState, StorageState, TensorState)
 
@@ -75,13 +76,13 @@ class _Replayer:
             self._born(s, e["step"], False)
 
     def _refcount(self, e):
-        sid, delta, holder = e["storage"], e["delta"], e.get("holder", "?")
+        sid, delta, holder = e["storage"], e["delta"], Holder.parse(e.get("holder", UNKNOWN))
         s = self.storages.get(sid)
         if s is None:  # a storage made before recording, seen for the first time
             before = e["refcount"] - delta
             s = StorageState(sid, None, None, None, None, None, before, (), before, False, None)
         holders, unknown = s.holders, s.unknown_holders
-        tensor = self.tensors.get(int(holder[7:])) if holder.startswith("tensor ") else None
+        tensor = self.tensors.get(holder.id) if holder.kind == "tensor" else None
         if delta > 0:
             holders += (holder,) * delta
             if tensor is not None and tensor.storage != sid:  # repointed to these bytes

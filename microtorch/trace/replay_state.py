@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..recording import UNKNOWN
+
 
 class BlockState(NamedTuple):
     """A live block: which allocator, where (chunk/slab and byte offset), how big, who uses it."""
@@ -37,7 +39,7 @@ class StorageState(NamedTuple):
     allocator: str | None  # allocator name, "heap" for plain numpy
     block: int | None
     refcount: int
-    holders: tuple  # ("tensor 3", "node 7 (MulBackward)", "a numpy array from .numpy()", ...)
+    holders: tuple  # Holders (microtorch.recording.Holder): "tensor 3", "node 7 (MulBackward)", ...
     unknown_holders: int  # references taken before recording started (holders not named)
     stale: bool  # its arena was reset: the bytes are gone though references remain
     born: int | None  # step of its alloc (None: before recording started)
@@ -159,9 +161,10 @@ class MemoryState:
         return {sid: s.refcount for sid, s in self.storages.items()}
 
     def holders(self, storage: int) -> tuple:
-        """Who holds ``storage``'s references (unnamed ones, taken before recording, as "?")."""
+        """Who holds ``storage``'s references (:class:`~microtorch.recording.Holder`; unnamed
+        ones, taken before recording, as ``UNKNOWN``, whose words are "?")."""
         s = self.storages[storage]
-        return s.holders + ("?",) * s.unknown_holders
+        return s.holders + (UNKNOWN,) * s.unknown_holders
 
     @property
     def allocators(self) -> list[str]:

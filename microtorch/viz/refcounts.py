@@ -35,6 +35,7 @@ import bisect
 import math
 from dataclasses import dataclass
 
+from ..recording import Holder
 from . import palette
 from .events import clamp_step, index, step_label
 from .figure import (DEFAULT_WIDTH, Painter, TextPool, first_that_fits, label_margin, legend_columns, new_figure,
@@ -121,19 +122,15 @@ def _lines(trace):
     return out
 
 
-def _tensor_holder_name(ix, holder: str, t: int) -> str | None:
-    """The name at ``t`` of the tensor a holder string ``tensor 4`` names (None: not a tensor)."""
-    if not holder.startswith("tensor "):
-        return None
-    try:
-        return ix.tensor_name(int(holder[7:]), t)
-    except ValueError:
-        return None
+def _tensor_holder_name(ix, holder, t: int) -> str | None:
+    """The name at ``t`` of the tensor a :class:`~microtorch.recording.Holder` is (None: not a tensor)."""
+    holder = Holder.parse(holder)
+    return ix.tensor_name(holder.id, t) if holder.kind == "tensor" else None
 
 
-def _holder(ix, holder: str, t: int) -> str:
+def _holder(ix, holder, t: int) -> str:
     """``tensor 4 (x)``, ``tensor 9 (node 3's result)``; ``?`` in words."""
-    if holder == "?":
+    if Holder.parse(holder).kind == "unknown":
         return "a reference taken before recording started"
     name = _tensor_holder_name(ix, holder, t)
     return holder if name is None or name == holder else f"{holder} ({name})"
@@ -141,15 +138,14 @@ def _holder(ix, holder: str, t: int) -> str:
 
 def _short_holder(ix, holder: str, t: int) -> str:
     """A holder in a few letters, for the picture: ``x``, ``tensor 9``, ``MulBackward``."""
-    if holder == "?":
+    holder = Holder.parse(holder)
+    if holder.kind == "unknown":
         return "before trace"
     if (name := _tensor_holder_name(ix, holder, t)) is not None:
-        return holder if name.endswith("'s result") else name
-    if holder.startswith("tensor "):
-        return holder
-    if holder.startswith("node ") and holder.endswith(")") and " (" in holder:
+        return str(holder) if name.endswith("'s result") else name
+    if holder.kind == "node" and holder.endswith(")") and " (" in holder:
         return holder[holder.index(" (") + 2:-1]
-    return holder
+    return str(holder)
 
 
 def holders_words(holders) -> str:
