@@ -14,7 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from .. import dtypes
-from ..autograd import grad_homes
+from ..autograd import gradient_sink
 from ..grad_mode import no_grad
 from ..tensor import Tensor, repoint
 from .parameter import Parameter
@@ -268,7 +268,7 @@ class Module:
                 if dtypes.is_floating(t.dtype) and t.dtype != dtype:
                     moved = Tensor._wrap(t._data.astype(dtype), tag="tensor")
                     repoint(t, moved._data, moved._storage)
-                    grad_homes.pop(t, None)
+                    gradient_sink.remove(t)
                     if t.grad is not None and t.grad.is_sparse:  # same rows, converted values
                         t.grad = t.grad._with_values(t.grad._values().to(dtype))
                     elif t.grad is not None:
