@@ -25,7 +25,6 @@ import numpy as np
 
 from . import dtypes, grad_mode
 from .memory import trace as _trace
-from .memory.node_arena import PENDING
 from .node import Function, _edge
 from .sparse.gradient import accumulate as accumulate_sparse
 from .tensor import Tensor
@@ -228,22 +227,22 @@ def in_plain_backward() -> bool:
 
 
 def _dependencies(roots) -> list:
-    """Count, in the record of every node reachable from the roots, how many edges point
-    at it (its consumers); a node runs once that ``pending`` count is back to zero.
+    """Count, for every node reachable from the roots, how many edges point at it (its
+    consumers): ``node.pending``; a node runs once that count is back to zero.
     Returns the reachable nodes, the roots' own first."""
     stack = [r for r, _, _ in roots if isinstance(r, Function)]
     if len(stack) > 1:  # a node given twice runs once: its edges count once
         stack = list(dict.fromkeys(stack))
     for node in stack:
-        _alive(node).words[PENDING] = 0
+        _alive(node).pending = 0
     reachable, seen = list(stack), set(stack)
     while stack:
         for e in stack.pop().next:
             if isinstance(e, Function):
                 if e in seen:
-                    e.words[PENDING] += 1
+                    e.pending += 1
                 else:  # its first consumer
-                    _alive(e).words[PENDING] = 1
+                    _alive(e).pending = 1
                     seen.add(e)
                     reachable.append(e)
                     stack.append(e)
@@ -264,8 +263,8 @@ def _alive(node: "Function") -> "Function":
 
 
 def _pending(nodes) -> dict:
-    """node id -> pending count, read from the records (0 for nodes already released)."""
-    return {_trace.node_id(n): (n.words[PENDING] if n.words is not None else 0) for n in nodes}
+    """node id -> pending count (a node that ran is at 0)."""
+    return {_trace.node_id(n): n.pending for n in nodes}
 
 
 def _topological_order(roots) -> list:
@@ -329,7 +328,7 @@ def _execute(roots, buffers, sink, retain_graph, order, on_node, rec) -> None:
         return
     reachable = _dependencies(roots)
     # the roots' nodes, once each in the order given, are the keys buffers holds so far
-    ready = [n for n in buffers if n.words[PENDING] == 0]
+    ready = [n for n in buffers if n.pending == 0]
     if rec is not None:
         rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
                  pending=_pending(reachable), ready=[_trace.node_id(n) for n in ready])
@@ -361,9 +360,8 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
         if isinstance(edge, Function):
             buffers[edge] = buffers[edge] + gi if edge in buffers else gi
             if ready is not None:
-                words = edge.words
-                pending = words[PENDING] - 1
-                words[PENDING] = pending
+                pending = edge.pending - 1
+                edge.pending = pending
                 if pending == 0:
                     ready.append(edge)
         else:
