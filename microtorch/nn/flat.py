@@ -205,10 +205,10 @@ def _flat_tensor(numel: int, dtype, tag: str) -> Tensor:
 
 
 def collect_parameters(params_or_module, what: str = "flatten_parameters") -> tuple[list[Tensor], list[str]]:
-    """The distinct tensors (in order) and their names from a module or an iterable of tensors."""
-    from .module import Module
-
-    if isinstance(params_or_module, Module):
+    """The distinct tensors (in order) and their names from a module (anything with
+    ``named_parameters()``: this file sits below :mod:`.module`, which imports it) or an
+    iterable of tensors."""
+    if _is_module(params_or_module):
         named = list(params_or_module.named_parameters())
     elif isinstance(params_or_module, Tensor):
         named = [("param0", params_or_module)]
@@ -247,8 +247,6 @@ def flatten_parameters(params_or_module, *, what: str = "flatten_parameters") ->
     parameter (same Python object) reads its slice of ``flat.data`` and its gradient lives
     in ``flat.grad``. Optimizers call this on construction, so you rarely need to.
     """
-    from .module import Module
-
     params, names = collect_parameters(params_or_module, what)
     if not params:
         raise ValueError(f"{what}: got an empty parameter list")
@@ -269,9 +267,13 @@ def flatten_parameters(params_or_module, *, what: str = "flatten_parameters") ->
         return existing
     _check_no_overlap(params, names, what)
     flat = FlatParameters(params, names)
-    if isinstance(params_or_module, Module):
+    if _is_module(params_or_module):
         params_or_module.__dict__["_flat"] = flat  # the module keeps its buffers' owner alive
     return flat
+
+
+def _is_module(x) -> bool:
+    return hasattr(type(x), "named_parameters")
 
 
 def _check_no_overlap(params, names, what) -> None:

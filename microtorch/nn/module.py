@@ -17,6 +17,7 @@ from .. import dtypes
 from ..autograd import gradient_sink
 from ..grad_mode import no_grad
 from ..tensor import Tensor, repoint
+from .flat import flat_of
 from .parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -183,8 +184,6 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: ``.grad = None`` (PyTorch's default), or with
         ``set_to_none=False`` zeros — one ``fill(0)`` when the parameters live in a flat buffer."""
-        from .flat import flat_of
-
         params = list(self.parameters())
         flat = flat_of(params)
         if flat is not None:
