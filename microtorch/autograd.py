@@ -9,21 +9,22 @@ exactly once, so the pass is linear in the graph size. ``order="topo"`` runs the
 variant — an iterative depth-first topological sort, then nodes in reverse order — which
 must give identical gradients.
 
-Leaf gradients accumulate into ``leaf.grad`` (PyTorch semantics: a second backward adds
-to it). A node releases its saved tensors right after it ran unless ``retain_graph=True``.
-Nodes themselves are :class:`microtorch.node.Function` instances; grad mode lives in
-:mod:`microtorch.grad_mode`.
+Leaf gradients go to the **gradient sink** (:class:`GradientSink`, the engine's one
+instance :data:`gradient_sink`): by default into ``leaf.grad`` (PyTorch semantics: a second
+backward adds to it), or, for a leaf nn placed in a flat gradient buffer, into its slice of
+that buffer. No op knows where a gradient goes: a node's backward returns it, the sink
+puts it there. A node releases its saved tensors right after it ran unless
+``retain_graph=True``. Nodes themselves are :class:`microtorch.node.Function` instances;
+grad mode lives in :mod:`microtorch.grad_mode`.
 """
 from __future__ import annotations
 
-import functools
 import weakref
 
 import numpy as np
 
-from . import grad_mode
+from . import dtypes, grad_mode
 from . import recording as _trace
-from .memory.node_arena import PENDING
 from .node import Function, _edge
 from .sparse.gradient import accumulate as accumulate_sparse
 from .tensor import Tensor
@@ -41,10 +42,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     those tensors (leaves, or non-leaves whose ``.grad`` then gets filled, as in PyTorch).
     """
     roots = _roots(tensors, grad_tensors, create_graph)
-    sink, on_node = _accumulate_into_leaf, None  # the common case, without a partial's keyword call
+    sink, on_node = gradient_sink.accumulate, None  # the common case: every leaf gradient, as is
     if inputs is not None or create_graph:
         only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
-        sink = functools.partial(_accumulate_into_leaf, create_graph=create_graph, only=only)
+
+        def sink(leaf, g):
+            if only is None or id(leaf) in only:
+                gradient_sink.accumulate(leaf, g, create_graph)
     if inputs is not None:
         wanted: dict = {}  # non-leaf inputs, by the node that produced them
         for t in _as_tuple(inputs):
@@ -53,15 +57,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if wanted:
             def on_node(node, g):
                 for t in wanted.get(node, ()):
-                    _accumulate_into_leaf(t, g, create_graph)
+                    gradient_sink.accumulate(t, g, create_graph)
 
-    global _adopt_homes
-    before, _adopt_homes = _adopt_homes, sink is _accumulate_into_leaf
-    try:
-        _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
-             create_graph=create_graph, order=order, on_node=on_node)
-    finally:
-        _adopt_homes = before
+    _run(roots, sink, retain_graph=create_graph if retain_graph is None else retain_graph,
+         create_graph=create_graph, order=order, on_node=on_node,
+         plain=inputs is None and not create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -136,12 +136,17 @@ def _roots(tensors, grads, create_graph):
     return roots
 
 
-class GradHomes:
-    """Leaves whose gradient has a fixed home: leaf -> a tensor viewing its slice of a flat
-    gradient buffer (registered by :func:`microtorch.nn.flatten_parameters`). When such a
-    leaf's ``.grad`` is None (before its first backward, or after
-    ``zero_grad(set_to_none=True)``), backward copies the gradient into the home and makes
-    it ``.grad`` again: no allocation.
+class GradientSink:
+    """Where leaf gradients go: the engine's centralized gradient accumulation.
+
+    By default a leaf's gradient accumulates into its own ``.grad``: set (a copy that owns
+    its bytes) the first time, added in place by every later backward, as in PyTorch. nn
+    configures the one exception with :meth:`place`: "this leaf's gradient lives in
+    ``home``", a tensor viewing the leaf's slice of a flat gradient buffer
+    (:func:`microtorch.nn.flatten_parameters`). While such a leaf's ``.grad`` is None (before
+    its first backward, or after ``zero_grad()``), the sink writes the gradient into the
+    home and makes the home ``.grad`` again: no allocation, and the optimizer finds every
+    gradient in one buffer. :meth:`remove` undoes a placement (the leaf moved out).
 
     Keyed by identity, and an entry goes when its leaf does (a ``WeakKeyDictionary`` would
     compare tensors with ``==``, which is elementwise).
@@ -151,94 +156,93 @@ class GradHomes:
         self._homes: dict[int, tuple[weakref.ref, Tensor]] = {}
 
     def __len__(self) -> int:
+        """How many leaves have a placed gradient."""
         return len(self._homes)
 
-    def __setitem__(self, leaf: Tensor, home: Tensor) -> None:
+    def place(self, leaf: Tensor, home: Tensor) -> None:
+        """From now on ``leaf``'s gradient lives in ``home`` (same shape and dtype)."""
+        if home.shape != leaf.shape or home.dtype != leaf.dtype:
+            raise ValueError(f"a gradient home must match its leaf: the leaf is {dtypes.name(leaf.dtype)} "
+                             f"{list(leaf.shape)}, the home {dtypes.name(home.dtype)} {list(home.shape)}")
         key, homes = id(leaf), self._homes
         homes[key] = (weakref.ref(leaf, lambda _, key=key: homes.pop(key, None)), home)
 
-    def get(self, leaf: Tensor) -> Tensor | None:
+    def home(self, leaf: Tensor) -> Tensor | None:
+        """The tensor ``leaf``'s gradient lives in, or None (it gets a ``.grad`` of its own)."""
         entry = self._homes.get(id(leaf))
         return entry[1] if entry is not None and entry[0]() is leaf else None
 
-    def pop(self, leaf: Tensor, default=None):
-        home = self.get(leaf)
-        if home is None:
-            return default
-        del self._homes[id(leaf)]
-        return home
+    def remove(self, leaf: Tensor) -> None:
+        """``leaf``'s gradient no longer has a home (nothing happens if it had none)."""
+        if self.home(leaf) is not None:
+            del self._homes[id(leaf)]
 
+    def accumulate(self, leaf: Tensor, g: Tensor, create_graph: bool = False) -> None:
+        """``leaf.grad += g``, or the first time ``leaf.grad = g`` (into the leaf's home, if placed).
 
-grad_homes = GradHomes()
-_adopt_homes = False  # a plain backward() is running: leaves' gradient homes may be handed out
-
-
-def grad_buffer(node: Function, i: int, shape: tuple[int, ...], dtype) -> Tensor:
-    """Memory for the gradient of ``node``'s tensor input ``i``, for a backward that writes
-    it with numpy (``out=``): a fresh tensor — or, during a plain ``backward()`` (no
-    ``inputs=``, no ``create_graph``), when that input is a leaf with a gradient home whose
-    ``.grad`` is None and that feeds the node once, the home itself, so that accumulation
-    adopts it without copying (the largest gradient, W's, is written once, in place)."""
-    leaf = node.next[i]
-    if (_adopt_homes and isinstance(leaf, Tensor) and leaf.grad is None
-            and (home := grad_homes.get(leaf)) is not None and home._data.shape == shape
-            and home._data.dtype == dtype and [e is leaf for e in node.next].count(True) == 1):
-        return home  # (counted by identity: a tensor's == is elementwise)
-    return Tensor._empty(shape, dtype)
-
-
-def _accumulate_into_leaf(leaf: Tensor, g: Tensor, create_graph: bool = False, only=None) -> None:
-    """Centralized gradient accumulation: ``leaf.grad += g`` (or set it the first time)."""
-    if only is not None and id(leaf) not in only:
-        return
-    if g.is_sparse or (leaf.grad is not None and leaf.grad.is_sparse):
-        # a sparse gradient (Embedding(sparse=True)): merged, coalesced or densified by
-        # microtorch.sparse.gradient — never copied into the dense flat gradient buffer
-        accumulate_sparse(leaf, g, grad_homes.get(leaf))
-    elif leaf.grad is None:
-        # a fresh copy: g may be shared (add's backward hands one tensor to both inputs) or a
-        # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
-        if create_graph:
-            leaf.grad = g
-        elif (home := grad_homes.get(leaf)) is not None:
-            if g is not home:  # (it is when the node wrote it there: see grad_buffer)
-                home._data[...] = g._data  # straight into the flat gradient buffer
-            home._storage.version += 1
-            leaf._grad = home  # (right by construction: no need for the checked .grad setter)
+        With ``create_graph`` the sum is recorded (``.grad`` is then a graph tensor).
+        """
+        grad = leaf._grad
+        if g.is_sparse or (grad is not None and grad.is_sparse):
+            # a sparse gradient (Embedding(sparse=True)): merged, coalesced or densified by
+            # microtorch.sparse.gradient — never copied into the dense flat gradient buffer
+            accumulate_sparse(leaf, g, self.home(leaf))
+        elif grad is None:
+            # a fresh copy: g may be shared (add's backward hands one tensor to both inputs) or a
+            # view (a stride-0 expand), and .grad must own its bytes for later in-place accumulation
+            if create_graph:
+                leaf.grad = g
+            elif (home := self.home(leaf)) is not None:
+                np.copyto(home._data, g._data)  # straight into the flat gradient buffer
+                home._storage.version += 1
+                leaf._grad = home  # (right by construction: no need for the checked .grad setter)
+            else:
+                leaf.grad = Tensor._empty(g.shape, g.dtype, "gradient")
+                leaf.grad._data[...] = g._data
+        elif create_graph:
+            leaf.grad = grad + g
         else:
-            leaf.grad = Tensor._empty(g.shape, g.dtype, "gradient")
-            leaf.grad._data[...] = g._data
-    elif create_graph:
-        leaf.grad = leaf.grad + g
-    else:
-        np.add(leaf.grad._data, g._data, out=leaf.grad._data)
-        leaf.grad._storage.version += 1
-    rec = _trace.active
-    if rec is not None:
-        dense = leaf.grad._values_t if leaf.grad.is_sparse else leaf.grad  # a sparse grad: its values
-        source = g._values_t if g.is_sparse else g
-        rec.emit("grad", tensor=rec.tensor(leaf), shape=list(leaf.grad.shape),
-                 storage=dense._storage.id, source=source._storage.id,
-                 norm=float(np.sqrt(np.sum(np.square(dense._data, dtype=np.float64)))))
+            np.add(grad._data, g._data, out=grad._data)
+            grad._storage.version += 1
+        rec = _trace.active
+        if rec is not None:
+            dense = leaf.grad._values_t if leaf.grad.is_sparse else leaf.grad  # a sparse grad: its values
+            source = g._values_t if g.is_sparse else g
+            rec.emit("grad", tensor=rec.tensor(leaf), shape=list(leaf.grad.shape),
+                     storage=dense._storage.id, source=source._storage.id,
+                     norm=float(np.sqrt(np.sum(np.square(dense._data, dtype=np.float64)))))
+
+
+gradient_sink = GradientSink()
+"""The engine's gradient sink: every backward delivers leaf gradients here."""
+
+_plain: list[bool] = []  # per running backward pass, innermost last: is it a plain .backward()?
+
+
+def in_plain_backward() -> bool:
+    """True while the innermost running backward pass is a plain ``.backward()`` (no
+    ``inputs=``, no ``create_graph``, not :func:`grad`): for a node whose backward only
+    makes sense there (a reentrant checkpoint, which backpropagates into ``.grad`` itself)."""
+    return bool(_plain) and _plain[-1]
 
 
 def _dependencies(roots) -> list:
-    """Count, in the record of every node reachable from the roots, how many edges point
-    at it (its consumers); a node runs once that ``pending`` count is back to zero.
+    """Count, for every node reachable from the roots, how many edges point at it (its
+    consumers): ``node.pending``; a node runs once that count is back to zero.
     Returns the reachable nodes, the roots' own first."""
     stack = [r for r, _, _ in roots if isinstance(r, Function)]
     if len(stack) > 1:  # a node given twice runs once: its edges count once
         stack = list(dict.fromkeys(stack))
     for node in stack:
-        _alive(node).words[PENDING] = 0
+        _alive(node).pending = 0
     reachable, seen = list(stack), set(stack)
     while stack:
         for e in stack.pop().next:
             if isinstance(e, Function):
                 if e in seen:
-                    e.words[PENDING] += 1
+                    e.pending += 1
                 else:  # its first consumer
-                    _alive(e).words[PENDING] = 1
+                    _alive(e).pending = 1
                     seen.add(e)
                     reachable.append(e)
                     stack.append(e)
@@ -259,8 +263,8 @@ def _alive(node: "Function") -> "Function":
 
 
 def _pending(nodes) -> dict:
-    """node id -> pending count, read from the records (0 for nodes already released)."""
-    return {_trace.node_id(n): (n.words[PENDING] if n.words is not None else 0) for n in nodes}
+    """node id -> pending count (a node that ran is at 0)."""
+    return {_trace.node_id(n): n.pending for n in nodes}
 
 
 def _topological_order(roots) -> list:
@@ -285,8 +289,9 @@ def _topological_order(roots) -> list:
     return order
 
 
-def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None) -> None:
-    """Run the backward pass from ``roots`` (``(edge, grad, tensor)`` triples)."""
+def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None, plain=False) -> None:
+    """Run the backward pass from ``roots`` (``(edge, grad, tensor)`` triples); leaf
+    gradients go to ``sink(leaf, g)``. ``plain``: see :func:`in_plain_backward`."""
     if order not in ("deps", "topo"):
         raise ValueError(f"order must be 'deps' (dependency counting) or 'topo' (topological sort), got {order!r}")
     buffers: dict = {}
@@ -301,9 +306,11 @@ def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None) ->
     # backward records a graph only with create_graph: grad mode set as set_grad_enabled
     # would, without a context-manager object per backward
     grad_enabled, grad_mode._grad_enabled = grad_mode._grad_enabled, bool(create_graph)
+    _plain.append(plain)
     try:
         _execute(roots, buffers, sink, retain_graph, order, on_node, rec)
     finally:
+        _plain.pop()
         grad_mode._grad_enabled = grad_enabled
         if rec is not None:
             rec.phase = "forward"
@@ -321,7 +328,7 @@ def _execute(roots, buffers, sink, retain_graph, order, on_node, rec) -> None:
         return
     reachable = _dependencies(roots)
     # the roots' nodes, once each in the order given, are the keys buffers holds so far
-    ready = [n for n in buffers if n.words[PENDING] == 0]
+    ready = [n for n in buffers if n.pending == 0]
     if rec is not None:
         rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
                  pending=_pending(reachable), ready=[_trace.node_id(n) for n in ready])
@@ -353,9 +360,8 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
         if isinstance(edge, Function):
             buffers[edge] = buffers[edge] + gi if edge in buffers else gi
             if ready is not None:
-                words = edge.words
-                pending = words[PENDING] - 1
-                words[PENDING] = pending
+                pending = edge.pending - 1
+                edge.pending = pending
                 if pending == 0:
                     ready.append(edge)
         else:

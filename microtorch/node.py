@@ -9,9 +9,11 @@ as the output's ``grad_fn``; it records
 * ``saved``: the tensors ``forward`` saved for ``backward`` (:class:`SavedTensor`), each
   holding a storage reference, so the bytes stay alive exactly as long as backward may need
   them, and a version check refuses bytes an in-place op changed since;
-* ``record``: its 64-byte record in the node arena (:mod:`microtorch.memory.node_arena`), where
-  the backward engine (:mod:`microtorch.autograd`) keeps its dependency count (``words``:
-  the same bytes as int32 words, for the engine's hot reads and writes).
+* ``pending``: its dependency count while backward runs (consumers still to send it a
+  gradient), kept by the backward engine (:mod:`microtorch.autograd`);
+* ``record``: its 64-byte record in the node arena (:mod:`microtorch.memory.node_arena`) at
+  index ``slot``: a mirror of the node (op, inputs, saved storages) written once, for the
+  memory statistics and for looking at; the graph itself is these node objects.
 """
 from __future__ import annotations
 
@@ -138,8 +140,9 @@ class Function:
     _save_output = False
     _retained = None  # weakrefs to outputs that asked for retain_grad()
     _nid = None  # id in a recorded trace
-    record = None  # this node's 64-byte record in the node arena (None once released)
-    words = None  # the record's bytes as sixteen int32 words (None once released)
+    pending = 0  # dependency count while backward runs: consumers still to send a gradient
+    record = None  # this node's 64-byte record in the node arena, a mirror (None once released)
+    slot = None  # the record's index in the node arena (None once released)
 
     # -- ctx API (used inside forward) -----------------------------------------------------
     def save_for_backward(self, *tensors: Tensor | None) -> None:
@@ -211,7 +214,7 @@ class Function:
                     saved.append(pack(result, ctx, True))
                 ctx.saved = tuple(saved)
                 ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
-            ctx.record, ctx.words = _node_arena.new(ctx)
+            ctx.record, ctx.slot = _node_arena.new(ctx)
         rec = _trace.active
         if rec is not None:
             rec.emit("op", op=cls.__name__, phase=rec.phase,
@@ -247,7 +250,7 @@ class Function:
             s.release(self)
         record = self.record
         if record is not None:
-            self.record = self.words = None
+            self.record = self.slot = None
             _node_arena.free(self)
         rec = _trace.active
         if rec is not None and (record is not None or not dropped):

@@ -53,7 +53,6 @@ def _engine():
     from ..functions import broadcast
     from ..memory import block
     from ..memory.aliasing import Layout
-    from ..memory.node_arena import PENDING
     from ..memory.pool import Pool
     from ..node import Function
     from ..trace.recorder import Trace
@@ -93,7 +92,7 @@ def _engine():
                             reachable.append(node)
                         total[node] = total.get(node, 0) + int(c)
             for node in reachable:
-                autograd._alive(node).words[PENDING] = total[node]
+                autograd._alive(node).pending = total[node]
             return reachable
         return counts
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autograd as _autograd, dtypes, grad_mode
+from .. import dtypes, grad_mode
 from ..node import Function
 from ..tensor import Tensor
 from .broadcast import operands, unbroadcast
@@ -110,10 +110,9 @@ class Linear(Function):
 
     **Two paths, one formula.** When backward itself needs no graph (no ``create_graph``,
     so grad mode is off in backward), :meth:`_numpy_backward` computes the same three
-    products with numpy, written straight into fresh storages or into the parameters'
-    slices of the flat gradient buffer (:func:`~microtorch.autograd.grad_buffer`) — up to
-    five op applications and a weight-sized copy less per layer; a trace then shows the
-    node's run and its allocations, no inner ops. With ``create_graph=True`` backward runs
+    products with numpy, written straight into fresh storages — up to five op
+    applications less per layer; a trace then shows the node's run and its allocations,
+    no inner ops. With ``create_graph=True`` backward runs
     the microtorch ops below, which record a differentiable graph.
     """
 
@@ -165,14 +164,14 @@ class Linear(Function):
             gx = Tensor._empty(gd.shape[:-1] + weight.shape[1:], gd.dtype)
             np.matmul(gd, weight, out=gx._data)
         if need_w:
-            gw = _autograd.grad_buffer(ctx, 1, ctx.input_shapes[1], gd.dtype)  # maybe W's .grad-to-be
+            gw = Tensor._empty(ctx.input_shapes[1], gd.dtype)
             if x.ndim == 1:
                 np.multiply(gd[:, None], x, out=gw._data)
             else:
                 np.matmul(gd.reshape(-1, gd.shape[-1]).T, x.reshape(-1, x.shape[-1]), out=gw._data)
         if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
             if ctx.bias_shape == gd.shape[-1:] and gd.ndim > 1:
-                gb = _autograd.grad_buffer(ctx, 2, ctx.bias_shape, gd.dtype)
+                gb = Tensor._empty(ctx.bias_shape, gd.dtype)
                 np.add.reduce(gd.reshape(-1, gd.shape[-1]), axis=0, out=gb._data)
             else:
                 gb = unbroadcast(g, ctx.bias_shape)

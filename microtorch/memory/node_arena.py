@@ -1,7 +1,8 @@
-"""The node arena: every graph node is a fixed-size record in an :class:`Arena`.
+"""The node arena: every graph node has a fixed-size record in a bump-allocated arena.
 
-As in the C engine, a function node is not a heap object of its own but a 64-byte record
-(one cache line) bump-allocated from an arena:
+As in the C engine, every function node gets a 64-byte record (one cache line)
+bump-allocated from an arena, and the whole arena resets in one step once the last
+record is freed:
 
 =================  =====================================================================
 ``op``             which op made the node (an index into :data:`OPS`)
@@ -10,20 +11,20 @@ As in the C engine, a function node is not a heap object of its own but a 64-byt
                    that requires grad, −2 for an input that needs no gradient
 ``n_saved``        how many tensors it saved for backward
 ``saved[4]``       the storage ids of the first four saved tensors
-``pending``        its dependency count while backward runs: consumers still to report
 ``slot``           the record's own index in the arena
 =================  =====================================================================
 
-What a record cannot hold — the backward code, the saved tensors, shapes — stays on the
-Python node object, which keeps a view of its record (``node.record``, a numpy structured
-scalar, for reading) and the same 64 bytes as sixteen int32 words (``node.words``, a
-``memoryview``) for the engine's hot reads and writes: a numpy scalar's field costs
-~300 ns to update, a memoryview word ~40 ns. Backward counts dependencies *in the
-records* (word :data:`PENDING`). A record is freed when its node is released after
-backward (or dropped), and when the last live record goes the arena resets in one step:
-the next graph reuses the same bytes. Records are typed (a structured numpy array per
-chunk), so the node arena is its own small bump allocator rather than an :class:`Arena`
-of raw bytes.
+**The records are a mirror, not the graph.** The graph is the Python node objects
+(:class:`microtorch.node.Function`): ``node.next`` holds every input's edge (any number),
+and the backward engine (:mod:`microtorch.autograd`) counts dependencies in
+``node.pending``, a plain attribute. A record is written once, when its node is made, and
+shows what the C engine's struct would hold — enough for ``table()``, the memory
+statistics and the arena pictures (which read the trace's ``op`` and ``release`` events,
+not the records) — so the arena's bytes, high water and resets are real while the engine
+keeps one source of truth. A record is freed when its node is released after backward (or
+dropped), and when the last live record goes the arena resets: the next graph reuses the
+same bytes. Records are typed (a structured numpy array per chunk), so the node arena is
+its own small bump allocator rather than an :class:`Arena` of raw bytes.
 """
 from __future__ import annotations
 
@@ -31,13 +32,13 @@ import numpy as np
 
 # native-endian int32 fields, so the int32 memoryview words read the same numbers
 _FIELDS = [("op", "=i4"), ("n_inputs", "=i4"), ("inputs", "=i4", (4,)), ("n_saved", "=i4"),
-           ("saved", "=i4", (4,)), ("pending", "=i4"), ("slot", "=i4")]
+           ("saved", "=i4", (4,)), ("slot", "=i4")]
 RECORD = np.dtype({"names": [f[0] for f in _FIELDS], "formats": [f[1:] if len(f) > 2 else f[1] for f in _FIELDS],
-                   "itemsize": 64})  # 52 bytes of fields, padded to the cache line
+                   "itemsize": 64})  # 48 bytes of fields, padded to the cache line
 assert RECORD.itemsize == 64, "a node record is one 64-byte cache line"
 WORDS = RECORD.itemsize // 4  # int32 words per record
 # each field's first word within a record
-OP, N_INPUTS, INPUTS, N_SAVED, SAVED, PENDING, SLOT = (RECORD.fields[name][1] // 4 for name in RECORD.names)
+OP, N_INPUTS, INPUTS, N_SAVED, SAVED, SLOT = (RECORD.fields[name][1] // 4 for name in RECORD.names)
 
 LEAF, NO_GRAD = -1, -2
 
@@ -79,9 +80,9 @@ class NodeArena:
         """Records the arena can hold before it has to chain another chunk."""
         return self._bases[-1] + len(self.chunks[-1])
 
-    def new(self, node) -> tuple[np.void, memoryview]:
+    def new(self, node) -> tuple[np.void, int]:
         """The next record, filled in from ``node``'s edges and saved tensors: a structured
-        view of it and its int32 words (both write to the arena's bytes)."""
+        view of it (for reading: nothing writes a record after this) and its slot."""
         slot = self.top
         chunk = self.chunks[self._chunk]
         i = slot - self._bases[self._chunk]
@@ -100,13 +101,13 @@ class NodeArena:
         for k in range(4):  # word by word: cheaper than a structured-array row or struct.pack_into
             words[INPUTS + k] = _input_code(edges[k]) if k < n_inputs else NO_GRAD
             words[SAVED + k] = saved[k].storage.id if k < n_saved else 0
-        words[PENDING], words[SLOT] = 0, slot
+        words[SLOT] = slot
         self.top = slot + 1
         self.live += 1
         self.allocations += 1
         if self.top > self.high_water:
             self.high_water = self.top
-        return chunk[i], words
+        return chunk[i], slot
 
     def free(self, node) -> None:
         """``node`` is done (released after backward, or its graph dropped); the arena resets
@@ -138,8 +139,8 @@ class NodeArena:
 def _input_code(edge) -> int:
     if edge is None:
         return NO_GRAD
-    words = getattr(edge, "words", None)  # a leaf tensor has none; a released node's is None
-    return LEAF if words is None else words[SLOT]
+    slot = getattr(edge, "slot", None)  # a leaf tensor has none; a released node's is None
+    return LEAF if slot is None else slot
 
 
 def _words(chunk: np.ndarray) -> memoryview:

@@ -5,8 +5,9 @@
 * Layers: :class:`Linear`, :class:`Embedding`, :class:`LayerNorm`, :class:`Dropout`,
   activations (:class:`ReLU`, :class:`Tanh`, :class:`Sigmoid`), :class:`Flatten`,
   containers (:class:`Sequential`, :class:`ModuleList`) and the :class:`MLP` helper.
-* :func:`flatten_parameters` — one flat parameter buffer and one flat gradient buffer
-  (centralized gradient accumulation; optimizers do this for you).
+* :func:`flatten_parameters` — one flat parameter buffer and one flat gradient buffer,
+  each parameter's slice placed on the engine's gradient sink
+  (:class:`microtorch.autograd.GradientSink`; optimizers do this for you).
 * :mod:`~microtorch.nn.functional` (``F``), :mod:`~microtorch.nn.init`,
   :mod:`~microtorch.nn.utils` (``clip_grad_norm_``), and :func:`fit`, the training loop.
 """

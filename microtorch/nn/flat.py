@@ -19,9 +19,10 @@ storage, −1 on its old storage (freed if the parameter was its only holder). S
 parameter buffer's refcount is 1 (the flat tensor) + one per parameter, and the gradient
 buffer's is 1 + one per gradient view.
 
-**``.grad`` is None until the first backward**, as in PyTorch: the view is registered as
-the parameter's *gradient home* (:data:`microtorch.autograd.grad_homes`), and the first
-gradient is copied into it — no allocation. ``zero_grad()`` sets every ``.grad`` back to
+**``.grad`` is None until the first backward**, as in PyTorch: the view is placed on the
+engine's gradient sink as the parameter's *gradient home*
+(``autograd.gradient_sink.place(p, view)``, :class:`microtorch.autograd.GradientSink`), and
+the first gradient is copied into it — no allocation. ``zero_grad()`` sets every ``.grad`` back to
 None (PyTorch's default) and the next backward refills the homes the same way: one write
 of the buffer per step. ``zero_grad(set_to_none=False)`` is one ``fill(0)`` of the buffer
 instead, and backward then adds into the zeros (a fill, then a read and a write).
@@ -40,7 +41,7 @@ import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
 from .. import dtypes
-from ..autograd import grad_homes
+from ..autograd import gradient_sink
 from ..grad_mode import no_grad
 from ..memory.storage import empty_storage
 from ..tensor import Tensor, repoint
@@ -80,7 +81,7 @@ class FlatParameters:
             if p.grad is not None and not p.grad.is_sparse:  # an existing gradient moves in too
                 np.copyto(home._data, p.grad._data)
                 p.grad = home
-            grad_homes[p] = home
+            gradient_sink.place(p, home)
             self.homes.append(home)
         _registry[self.data._storage.id] = self
 
@@ -135,7 +136,7 @@ class FlatParameters:
                 np.copyto(home._data, g._data)
                 home._storage.version += 1
                 p.grad = home
-                grad_homes[p] = home
+                gradient_sink.place(p, home)
             has.append(g is not None)
         return has
 
@@ -194,7 +195,7 @@ def assign_data(p: Tensor, value: Tensor) -> bool:
         np.copyto(p._data, value._data)
         flat.bump_version()
         return True
-    grad_homes.pop(p, None)
+    gradient_sink.remove(p)
     return False
 
 
@@ -204,10 +205,10 @@ def _flat_tensor(numel: int, dtype, tag: str) -> Tensor:
 
 
 def collect_parameters(params_or_module, what: str = "flatten_parameters") -> tuple[list[Tensor], list[str]]:
-    """The distinct tensors (in order) and their names from a module or an iterable of tensors."""
-    from .module import Module
-
-    if isinstance(params_or_module, Module):
+    """The distinct tensors (in order) and their names from a module (anything with
+    ``named_parameters()``: this file sits below :mod:`.module`, which imports it) or an
+    iterable of tensors."""
+    if _is_module(params_or_module):
         named = list(params_or_module.named_parameters())
     elif isinstance(params_or_module, Tensor):
         named = [("param0", params_or_module)]
@@ -246,8 +247,6 @@ def flatten_parameters(params_or_module, *, what: str = "flatten_parameters") ->
     parameter (same Python object) reads its slice of ``flat.data`` and its gradient lives
     in ``flat.grad``. Optimizers call this on construction, so you rarely need to.
     """
-    from .module import Module
-
     params, names = collect_parameters(params_or_module, what)
     if not params:
         raise ValueError(f"{what}: got an empty parameter list")
@@ -268,9 +267,13 @@ def flatten_parameters(params_or_module, *, what: str = "flatten_parameters") ->
         return existing
     _check_no_overlap(params, names, what)
     flat = FlatParameters(params, names)
-    if isinstance(params_or_module, Module):
+    if _is_module(params_or_module):
         params_or_module.__dict__["_flat"] = flat  # the module keeps its buffers' owner alive
     return flat
+
+
+def _is_module(x) -> bool:
+    return hasattr(type(x), "named_parameters")
 
 
 def _check_no_overlap(params, names, what) -> None:

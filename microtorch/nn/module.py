@@ -14,9 +14,10 @@ from typing import Iterator
 import numpy as np
 
 from .. import dtypes
-from ..autograd import grad_homes
+from ..autograd import gradient_sink
 from ..grad_mode import no_grad
 from ..tensor import Tensor, repoint
+from .flat import flat_of
 from .parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -183,8 +184,6 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: ``.grad = None`` (PyTorch's default), or with
         ``set_to_none=False`` zeros — one ``fill(0)`` when the parameters live in a flat buffer."""
-        from .flat import flat_of
-
         params = list(self.parameters())
         flat = flat_of(params)
         if flat is not None:
@@ -268,7 +267,7 @@ class Module:
                 if dtypes.is_floating(t.dtype) and t.dtype != dtype:
                     moved = Tensor._wrap(t._data.astype(dtype), tag="tensor")
                     repoint(t, moved._data, moved._storage)
-                    grad_homes.pop(t, None)
+                    gradient_sink.remove(t)
                     if t.grad is not None and t.grad.is_sparse:  # same rows, converted values
                         t.grad = t.grad._with_values(t.grad._values().to(dtype))
                     elif t.grad is not None:

@@ -3,8 +3,8 @@ coalesce, densify.
 
 ``Embedding(sparse=True)``'s backward hands the engine a sparse COO gradient: the looked-up
 ids as indices (uncoalesced: an id looked up twice appears twice) and the output gradient
-rows as values. The engine's centralized accumulation (:func:`microtorch.autograd`'s
-``_accumulate_into_leaf``) passes every sparse gradient here, to :func:`accumulate`:
+rows as values. The engine's centralized accumulation
+(:meth:`microtorch.autograd.GradientSink.accumulate`) passes every sparse gradient here, to :func:`accumulate`:
 
 * **first gradient** (``.grad`` is None): it becomes ``.grad`` as it is — its buffers were
   just made in the sparse gradient pool. It never goes into the dense flat gradient buffer.

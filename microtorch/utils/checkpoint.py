@@ -229,7 +229,7 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if not autograd._adopt_homes:  # a plain .backward(): no inputs=, no create_graph, not mt.grad
+        if not autograd.in_plain_backward():
             raise RuntimeError(
                 "Checkpointing is not compatible with .grad() or when an `inputs` parameter is "
                 "passed to .backward(). Please use .backward() and do not pass its `inputs` "
