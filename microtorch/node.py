@@ -120,8 +120,11 @@ class Function:
     ``backward`` is written with microtorch ops, so with ``create_graph=True`` the backward
     pass itself is recorded and can be differentiated again.
 
-    View ops (``is_view = True``) may return a numpy view of their first input; the output
-    then shares that input's storage (zero-copy) — checked, not assumed.
+    **The op contract.** ``forward`` returns a numpy array, and the engine decides where the
+    result's bytes live (:meth:`_wrap_result`): in the storage of ``ctx.empty(shape, dtype)``
+    if forward computed into that (``out=``), in its first input's storage if the op is a
+    view op (``is_view = True``) and the array reads those bytes (checked, not assumed), else
+    in a new storage.
     """
 
     is_view = False
@@ -179,6 +182,8 @@ class Function:
     # -- applying ---------------------------------------------------------------------------
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
+        """Run the op on ``args``: forward computes a numpy array, :meth:`_wrap_result` gives
+        it its bytes, and if a gradient will flow back, :meth:`_record_node` keeps the node."""
         ctx = cls()
         inputs = [a for a in args if isinstance(a, Tensor)]
         requires_grad = False
@@ -188,42 +193,62 @@ class Function:
                 requires_grad = True
                 ctx.needs_input_grad = needs
         out = cls.forward(ctx, *args, **kwargs)  # may read ctx.needs_input_grad to save less
-        grad_fn = ctx if requires_grad else None
-        made = ctx._out
-        if made is not None and out is made[0]:
-            result = _init(object.__new__(Tensor), out, made[1], None, requires_grad, grad_fn)
-        elif cls.is_view and (np.may_share_memory(out, inputs[0]._storage.data) or (out.size == 0 and out.base is not None)):
-            result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
-            _register_view(result, grad_mode._grad_enabled)  # in-place writes rebase live views
-        else:
-            result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
-        if requires_grad:  # record the node (without a graph, ctx is dropped right here)
-            ctx._out = None
-            ctx.input_shapes = tuple([t._data.shape for t in inputs])
-            ctx.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
-            to_save = ctx._to_save
-            if to_save or ctx._save_output:
-                pack = SavedTensor if pack_hook is None else pack_hook
-                saved = [pack(t, ctx) for t in to_save if t is not None]
-                if len(saved) != len(to_save):  # forward skipped what no gradient needs: remember the positions
-                    ctx._saved_layout = tuple([t is not None for t in to_save])
-                if ctx._save_output:
-                    saved.append(pack(result, ctx, True))
-                ctx.saved = tuple(saved)
-                ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
-            ctx.record, ctx.words = _node_arena.new(ctx)
+        result = ctx._wrap_result(out, inputs, requires_grad)
+        if requires_grad:  # (without a graph, ctx is dropped right here)
+            ctx._record_node(inputs, result)
         rec = _trace.active
         if rec is not None:
-            rec.emit("op", op=cls.__name__, phase=rec.phase,
-                     node=_trace.node_id(ctx) if requires_grad else None,
-                     slot=int(ctx.record["slot"]) if requires_grad else None,
-                     inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
-                     shape=list(result.shape), dtype=result.dtype.name,
-                     saved=[s.storage.id for s in ctx.saved if s.storage.id],  # (0: kept nothing)
-                     next=[_edge_id(e) for e in ctx.next],
-                     input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
-                     output_storage=result._storage.id, inplace=cls.inplace)
+            ctx._emit_op(rec, inputs, result, requires_grad)
         return result
+
+    def _wrap_result(self, out: np.ndarray, inputs: list, requires_grad: bool) -> Tensor:
+        """The result tensor over ``out``, the array forward returned. One rule for where its
+        bytes come from, the same for every op:
+
+        1. ``out`` is the array :meth:`empty` handed out: the result owns that storage;
+        2. the op is a view op (``is_view``) and ``out`` reads its first input's bytes: the
+           result is a view, sharing that input's storage (zero-copy);
+        3. anything else is a new array: it gets a storage of its own.
+        """
+        grad_fn = self if requires_grad else None
+        made = self._out
+        if made is not None and out is made[0]:
+            self._out = None
+            return _init(object.__new__(Tensor), out, made[1], None, requires_grad, grad_fn)
+        if self.is_view and _reads_bytes_of(out, inputs[0]):
+            result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
+            _register_view(result, grad_mode._grad_enabled)  # in-place writes rebase live views
+            return result
+        return Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
+
+    def _record_node(self, inputs: list, result: Tensor) -> None:
+        """Keep what backward needs: the inputs' shapes, where their gradients go (``next``),
+        the saved tensors (as :class:`SavedTensor` records, not the tensors), a node record."""
+        self.input_shapes = tuple([t._data.shape for t in inputs])
+        self.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
+        to_save = self._to_save
+        if to_save or self._save_output:
+            pack = SavedTensor if pack_hook is None else pack_hook
+            saved = [pack(t, self) for t in to_save if t is not None]
+            if len(saved) != len(to_save):  # forward skipped what no gradient needs: remember the positions
+                self._saved_layout = tuple([t is not None for t in to_save])
+            if self._save_output:
+                saved.append(pack(result, self, True))
+            self.saved = tuple(saved)
+            self._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
+        self.record, self.words = _node_arena.new(self)
+
+    def _emit_op(self, rec, inputs: list, result: Tensor, requires_grad: bool) -> None:
+        """Tell the trace recorder this op ran (what it read, wrote, saved and recorded)."""
+        rec.emit("op", op=type(self).__name__, phase=rec.phase,
+                 node=_trace.node_id(self) if requires_grad else None,
+                 slot=int(self.record["slot"]) if requires_grad else None,
+                 inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
+                 shape=list(result.shape), dtype=result.dtype.name,
+                 saved=[s.storage.id for s in self.saved if s.storage.id],  # (0: kept nothing)
+                 next=[_edge_id(e) for e in self.next],
+                 input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
+                 output_storage=result._storage.id, inplace=type(self).inplace)
 
     def _retain(self, t: Tensor) -> None:
         if self._retained is None:
@@ -266,6 +291,12 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
+
+
+def _reads_bytes_of(out: np.ndarray, t: Tensor) -> bool:
+    """Whether the array ``out`` is a view into ``t``'s storage (an empty view counts: it
+    has no bytes to share, but it is still numpy's view of ``t``'s array)."""
+    return np.may_share_memory(out, t._storage.data) or (out.size == 0 and out.base is not None)
 
 
 def _edge(t: Tensor):
