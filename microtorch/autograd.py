@@ -338,7 +338,7 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
             t = ref()
             if t is not None:
                 t.grad = g.detach() if t.grad is None else t.grad + g.detach()
-    grads = type(node).backward(node, g)
+    grads = node._call_backward(g)
     if not isinstance(grads, tuple):
         grads = (grads,)
     edges = node.next

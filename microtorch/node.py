@@ -118,7 +118,11 @@ class Function:
             return g * y, g * x        # one gradient per *tensor* input
 
     ``backward`` is written with microtorch ops, so with ``create_graph=True`` the backward
-    pass itself is recorded and can be differentiated again.
+    pass itself is recorded and can be differentiated again. An op may also define
+    ``numpy_backward(ctx, g)``: the same formula computed on numpy arrays (``ctx.saved_arrays()``),
+    recording nothing. The engine runs it instead of ``backward`` when the backward pass
+    records no graph (no ``create_graph``) — the choice is made in one place,
+    :meth:`_call_backward`, never inside an op (PyTorch's ``once_differentiable`` idea).
 
     **The op contract.** ``forward`` returns a numpy array, and the engine decides where the
     result's bytes live (:meth:`_wrap_result`): in the storage of ``ctx.empty(shape, dtype)``
@@ -128,6 +132,7 @@ class Function:
     """
 
     is_view = False
+    numpy_backward = None  # optional: backward's formula on numpy arrays, for a pass that records no graph
     inplace = False  # the op writes its result into its first input's bytes (functions/inplace_ops.py)
     # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
     # instance attributes for what it actually records.
@@ -249,6 +254,17 @@ class Function:
                  next=[_edge_id(e) for e in self.next],
                  input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
                  output_storage=result._storage.id, inplace=type(self).inplace)
+
+    # -- running backward (called by the engine, microtorch.autograd) -----------------------
+    def _call_backward(self, g: Tensor):
+        """This node's gradients for the inputs, given ``g`` = d(loss)/d(output). The engine
+        sets grad mode to ``create_graph`` for the backward pass; with grad mode off no graph
+        of the backward is needed, so the op's ``numpy_backward``, if it has one, runs instead
+        of ``backward`` (the same formula on arrays, no op applications)."""
+        op = type(self)
+        if op.numpy_backward is not None and not grad_mode._grad_enabled:
+            return op.numpy_backward(self, g)
+        return op.backward(self, g)
 
     def _retain(self, t: Tensor) -> None:
         if self._retained is None:

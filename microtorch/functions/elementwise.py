@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes, grad_mode
+from .. import dtypes
 from ..node import Function
 from ..tensor import Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
@@ -296,9 +296,10 @@ class Relu(Function):
     z is ≥ 0 or NaN, so ``z != 0`` is "x > 0, or x is NaN": a NaN input passes its gradient
     on, as in PyTorch (whose mask is "not z ≤ 0").
 
-    Without ``create_graph`` backward computes the product in one numpy call (PyTorch's
-    ``threshold_backward``); with it, it multiplies g by the mask (z > 0) as a microtorch op,
-    so the product is recorded as a differentiable graph.
+    ``backward`` multiplies g by the mask (z ≠ 0) as a microtorch op, so with
+    ``create_graph`` the product is recorded as a differentiable graph; ``numpy_backward``
+    (the engine's choice when no graph is recorded) is the same product in one numpy call
+    (PyTorch's ``threshold_backward``).
     """
 
     @staticmethod
@@ -308,15 +309,17 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if not grad_mode._grad_enabled:  # no graph to record: one numpy call
-            (z,) = ctx.saved_arrays()
-            out = Tensor._empty(z.shape, g.dtype)
-            np.multiply(g._data, z != 0, out=out._data)
-            return out
         (z,) = ctx.saved_tensors
         mask = Tensor._empty(z.shape, g.dtype)
-        mask._data[...] = z._data != 0  # a bool array cast on copy: faster than greater(..., out=float)
+        mask._data[...] = z._data != 0
         return g * mask
+
+    @staticmethod
+    def numpy_backward(ctx, g):
+        (z,) = ctx.saved_arrays()
+        out = Tensor._empty(z.shape, g.dtype)
+        np.multiply(g._data, z != 0, out=out._data)
+        return out
 
 
 class Abs(Function):

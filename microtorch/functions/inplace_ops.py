@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grad_mode import is_grad_enabled
 from ..node import Function
 from ..tensor import Tensor
 from .broadcast import unbroadcast
@@ -59,7 +58,7 @@ def _save_operand_and_old(ctx, x, o) -> None:
     (differentiable) copy of x's old values only when o's own gradient will need them."""
     if not isinstance(o, Tensor):
         ctx.number = o
-    elif is_grad_enabled() and o.requires_grad:
+    elif ctx.needs_input_grad and ctx.needs_input_grad[1]:
         ctx.save_for_backward(o, clone(x))
     else:
         ctx.save_for_backward(o)
