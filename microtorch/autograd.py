@@ -26,7 +26,7 @@ from .memory import trace as _trace
 from .memory.node_arena import PENDING
 from .node import Function, _edge
 from .sparse.gradient import accumulate as accumulate_sparse
-from .tensor import Tensor
+from .tensor_base import TensorBase as Tensor
 
 # --------------------------------------------------------------------------------------------
 # the backward engine

@@ -25,7 +25,7 @@ from .memory import trace as _trace
 from .memory.node_arena import nodes as _node_arena
 from .memory.storage import empty_storage
 from .memory.views import register as _register_view
-from .tensor import Tensor, _init
+from .tensor_base import TensorBase as Tensor
 
 
 # --------------------------------------------------------------------------------------------
@@ -56,9 +56,8 @@ class SavedTensor:
         data = self.checked(node)
         if self.leaf is not None:
             return self.leaf
-        t = object.__new__(Tensor)
         grad_fn = node if self.is_output else self.grad_fn
-        return _init(t, data, self.storage, None, self.requires_grad, grad_fn)
+        return Tensor._over(data, self.storage, self.requires_grad, grad_fn)
 
     def checked(self, node: "Function") -> np.ndarray:
         """The saved bytes as a numpy array, if backward may still read them (else raise)."""
@@ -219,7 +218,7 @@ class Function:
         made = self._out
         if made is not None and out is made[0]:
             self._out = None
-            return _init(object.__new__(Tensor), out, made[1], None, requires_grad, grad_fn)
+            return Tensor._over(out, made[1], requires_grad, grad_fn)
         if self.is_view and _reads_bytes_of(out, inputs[0]):
             result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
             _register_view(result, grad_mode._grad_enabled)  # in-place writes rebase live views

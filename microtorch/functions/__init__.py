@@ -8,6 +8,6 @@ from .reduction import amax, amin, max, mean, min, sum, var
 from .shape import (broadcast_to, cat, expand, flatten, index, permute, reshape, squeeze, stack,
                     transpose, unsqueeze, view)
 from .strided import as_strided, diagonal, unfold
-from . import inplace  # noqa: F401 — binds Tensor.add_, mul_, ..., copy_ and t[idx] = v
+from . import inplace  # noqa: F401 — add_, mul_, ..., copy_ and t[idx] = v (Tensor's in-place methods call them)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

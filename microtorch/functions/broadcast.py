@@ -12,7 +12,8 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..creation import tensor
+from ..tensor_base import TensorBase as Tensor
 
 
 def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -55,8 +56,6 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
     if isinstance(value, (numbers.Number, np.generic)):
         raise TypeError(f"cannot combine a Tensor with {type(value).__name__} {value!r}: microtorch "
                         "computes with real numbers (bool, int, float) only")
-    from ..creation import tensor
-
     try:
         return tensor(value)
     except (TypeError, ValueError) as e:

@@ -9,8 +9,9 @@ import numbers
 import numpy as np
 
 from .. import dtypes
+from ..creation import tensor
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
 
 
@@ -553,15 +554,11 @@ def clamp(x, min=None, max=None):  # noqa: A002 — PyTorch's argument names
 
 def where(condition, input, other):  # noqa: A002
     if not isinstance(condition, Tensor):
-        from ..creation import tensor
-
         condition = tensor(condition)
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype.name}; "
                         "compare first, e.g. x > 0")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):  # where(mask, 1.0, 0.0)
-        from ..creation import tensor
-
         input = tensor(input)
     a, b = operands(input, other)
     return Where.apply(a, b, condition)

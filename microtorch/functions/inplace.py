@@ -49,10 +49,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from ..creation import tensor
 from ..grad_mode import no_grad
 from ..node import Function
 from ..memory import views as _views
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .inplace_checks import (_check_autograd, _check_broadcast, _check_inputs, _check_result_type,
                              _check_written, _scalar_dtype)
 from .inplace_ops import (Add_, Clamp_, Copy_, Div_, Exp_, Fill_, IndexPut_, Mul_, Neg_, Relu_,
@@ -244,8 +245,6 @@ def neg_(t: Tensor) -> Tensor:
 def copy_(t: Tensor, src) -> Tensor:
     """Write ``src`` (broadcast to ``t``'s shape, converted to its dtype) into ``t``."""
     if not isinstance(src, Tensor):
-        from ..creation import tensor
-
         src = tensor(src, dtype=t.dtype)
     _check_broadcast(t, src, "copy_")
     return _inplace(Copy_, "copy_", t, src, tensors=(src,))
@@ -274,8 +273,6 @@ def setitem(t: Tensor, key, value) -> None:
     index_tensors, key = _index_tensors(key), _index_key(key)
     if _is_advanced(key):
         if not isinstance(value, Tensor):
-            from ..creation import tensor
-
             value = tensor(value, dtype=t.dtype)
         elif value.dtype != t.dtype:
             value = value.to(t.dtype)
@@ -286,12 +283,3 @@ def setitem(t: Tensor, key, value) -> None:
         copy_(target, value)
     else:
         fill_(target, value)
-
-
-for _name, _fn in (("add_", add_), ("sub_", sub_), ("mul_", mul_), ("div_", div_),
-                   ("clamp_", clamp_), ("relu_", relu_), ("exp_", exp_), ("sigmoid_", sigmoid_),
-                   ("tanh_", tanh_), ("sqrt_", sqrt_), ("neg_", neg_), ("copy_", copy_),
-                   ("fill_", fill_), ("zero_", zero_), ("__setitem__", setitem),
-                   # x += y is in place, as in PyTorch (the same checks and version bump as add_)
-                   ("__iadd__", add_), ("__isub__", sub_), ("__imul__", mul_), ("__itruediv__", div_)):
-    setattr(Tensor, _name, _fn)

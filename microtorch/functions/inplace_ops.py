@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .broadcast import unbroadcast
 from .elementwise import clone
 from .strided import writable

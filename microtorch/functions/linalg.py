@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import autograd as _autograd, dtypes
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .broadcast import operands, unbroadcast
 
 

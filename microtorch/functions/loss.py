@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..creation import tensor
 from ..node import Function
-from ..tensor import Tensor, _dim
+from ..tensor_base import TensorBase as Tensor, _dim
 from .inplace_checks import _TORCH_NAMES
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -211,8 +212,6 @@ def _class_indices(op, x, target, ignore_index: int = -100) -> tuple[Tensor, boo
         ignored = bool(skipped.any())
     if isinstance(target, Tensor):
         return target, ignored
-    from ..creation import tensor
-
     return tensor(t), ignored
 
 
@@ -311,8 +310,6 @@ def mse_loss(input, target, reduction="mean"):  # noqa: A002 — PyTorch's name
     (N,) is the classic bug, so it is an error here (PyTorch only warns)."""
     _check_reduction("mse_loss", reduction)
     if not isinstance(target, Tensor):
-        from ..creation import tensor
-
         target = tensor(target, dtype=input.dtype)
     if input.shape != target.shape:
         raise ValueError(f"mse_loss: input shape {list(input.shape)} and target shape "

@@ -10,7 +10,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 
 
 def reduced_dims(op: str, dim, ndim: int) -> tuple[int, ...] | None:

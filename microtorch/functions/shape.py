@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor, _dim, _sizes
+from ..tensor_base import TensorBase as Tensor, _dim, _sizes
+from .broadcast import unbroadcast
 
 
 def _dims_arg(op: str, dims) -> tuple[int, ...]:
@@ -170,8 +171,6 @@ class Expand(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from .broadcast import unbroadcast
-
         return unbroadcast(g, ctx.shape)
 
 
