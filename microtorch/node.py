@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import dtypes, grad_mode
-from .memory import trace as _trace
+from .memory import inplace_analysis as _inplace_analysis, trace as _trace
 from .memory.node_arena import nodes as _node_arena
 from .memory.storage import empty_storage
 from .memory.views import register as _register_view
@@ -99,6 +100,36 @@ pack_hook = None
 
 
 # --------------------------------------------------------------------------------------------
+# in-place variants
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InplaceVariant:
+    """An op's in-place form, declared on the op class next to its forward and backward::
+
+        class Relu(Function):
+            inplace_variant = InplaceVariant("relu_", reads="output")
+
+    ``method`` is the Tensor method; ``reads`` is what the variant's backward uses, since the
+    input's old values are gone: ``"output"`` (saved after the write), ``"nothing"``,
+    ``"other operand"`` (mul_, div_) or ``"mask"`` (clamp_); ``overwrites``: the inputs whose
+    bytes it may take (``(0, 1)`` for add and mul: either operand); ``why``: optional words.
+    The in-place ops (:mod:`microtorch.functions.inplace_ops`) and
+    :func:`~microtorch.memory.inplace_plan` both read this one declaration.
+    """
+
+    method: str
+    reads: str
+    overwrites: tuple = (0,)
+    why: str = ""
+
+    def backward_uses(self) -> str:
+        """What the variant's backward uses, in words: "relu_ takes its gradient from its output"."""
+        words = {"output": "takes its gradient from its output", "nothing": "needs no values for backward",
+                 "other operand": "needs only the other operand", "mask": "keeps a boolean mask"}[self.reads]
+        return f"{self.method} {words}" + (f" ({self.why})" if self.why else "")
+
+
+# --------------------------------------------------------------------------------------------
 # nodes
 # --------------------------------------------------------------------------------------------
 class Function:
@@ -131,6 +162,7 @@ class Function:
     """
 
     is_view = False
+    inplace_variant: InplaceVariant | None = None  # the op's in-place form, if it has one
     numpy_backward = None  # optional: backward's formula on numpy arrays, for a pass that records no graph
     inplace = False  # the op writes its result into its first input's bytes (functions/inplace_ops.py)
     # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
@@ -147,6 +179,12 @@ class Function:
     _nid = None  # id in a recorded trace
     record = None  # this node's 64-byte record in the node arena (None once released)
     words = None  # the record's bytes as sixteen int32 words (None once released)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        variant = cls.__dict__.get("inplace_variant")
+        if variant is not None:  # what inplace_plan may rewrite this op into
+            _inplace_analysis.declare(cls.__name__, variant.method, variant.overwrites, variant.backward_uses())
 
     # -- ctx API (used inside forward) -----------------------------------------------------
     def save_for_backward(self, *tensors: Tensor | None) -> None:

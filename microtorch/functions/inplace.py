@@ -17,10 +17,14 @@ input that shares some but not all of its bytes — see :mod:`microtorch.functio
 (class ``Add_``, node ``Add_Backward``; the classes are in
 :mod:`microtorch.functions.inplace_ops`): its ``forward`` writes into the first input's
 bytes. Afterwards the written tensor *is* the op's output, so its ``grad_fn`` becomes the
-new node (its history is "rebased"). Its backward must not need the overwritten values:
-``relu_``, ``exp_``, ``sigmoid_``, ``tanh_`` and ``sqrt_`` use their *output* (saved after
-the write); ``mul_`` and ``div_`` use the other operand, plus a copy of the old values only
-if the other operand requires grad (what PyTorch does too); ``clamp_`` keeps a boolean mask.
+new node (its history is "rebased"). Its backward must not need the overwritten values;
+what it reads instead is declared on the out-of-place op (``Relu.inplace_variant``, a
+:class:`~microtorch.node.InplaceVariant`): ``relu_``, ``exp_``, ``sigmoid_``, ``tanh_`` and
+``sqrt_`` use their *output* (saved after the write) — those, and ``neg_``, are derived from
+their op (:func:`~microtorch.functions.inplace_ops.inplace_of`: the op's formula and
+backward, written once); ``mul_`` and ``div_`` use the other operand, plus a copy of the old
+values only if the other operand requires grad (what PyTorch does too); ``clamp_`` keeps
+:class:`~microtorch.functions.elementwise.Clamp`'s boolean mask.
 
 **In-place on a view** (PyTorch's CopySlices). Say ``v = b[1:3]`` with ``b`` a non-leaf,
 and ``v.mul_(2)``. The bytes of ``b`` changed too, so ``b`` needs a new history:
