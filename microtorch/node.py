@@ -1,8 +1,11 @@
 """Graph nodes: every op is a :class:`Function`, and applying it records one node.
 
 Every op is a ``Function`` subclass with ``forward`` and ``backward`` side by side
-(PyTorch's ``ctx`` style). Applying an op to tensors that require grad keeps the instance
-as the output's ``grad_fn``; it records
+(PyTorch's ``ctx`` style) — the op contract, in :class:`Function`'s docstring: forward
+returns a numpy array that the engine places by one rule (:meth:`Function._wrap_result`),
+an optional ``numpy_backward`` the engine picks in one place (:meth:`Function._call_backward`),
+and an optional in-place form (:class:`InplaceVariant`). Applying an op to tensors that
+require grad keeps the instance as the output's ``grad_fn``; it records
 
 * ``next``: for each tensor input, where its gradient goes: the input's own node, the
   input tensor itself if it is a leaf that requires grad, or ``None``;
