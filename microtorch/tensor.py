@@ -8,8 +8,9 @@ Zero-copy views (``x.T``, ``x[1:]``, ``x.reshape(...)`` of contiguous data,
 Autograd fields follow PyTorch: ``requires_grad``, ``grad``, ``grad_fn`` (the node that
 made this tensor, ``None`` for leaves), ``is_leaf``, ``retain_grad()``, ``backward()``.
 
-Every op is a method too, written in the class body: each one calls the op in
-:mod:`microtorch.functions` (or :mod:`~microtorch.comparison`, :mod:`~microtorch.autograd`).
+Every op is a method too, written in the class body: ``add = F.add`` (the op's function
+from :mod:`microtorch.functions`, with the tensor as its first argument), or a one-liner
+that calls it (``__radd__``, comparisons, conversions).
 This module is the top of the core's layers (see :mod:`microtorch.tensor_base`): it imports
 the ops, and they never import it.
 """
@@ -279,17 +280,17 @@ class Tensor(TensorBase):
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
 
-    # -- ops as methods and operators (each calls its op in microtorch.functions) ------------
-    def add(self, other): return F.add(self, other)
-    def sub(self, other): return F.sub(self, other)
-    def mul(self, other): return F.mul(self, other)
-    def div(self, other): return F.div(self, other)
-    def matmul(self, other): return F.matmul(self, other)
-    def pow(self, exponent): return F.pow(self, exponent)
-    def floor_divide(self, other): return F.floor_divide(self, other)
-    def remainder(self, other): return F.remainder(self, other)
-    def neg(self): return F.neg(self)
-    def abs(self): return F.abs(self)
+    # -- ops as methods and operators: the op's function itself (self is its first argument) --
+    add = F.add
+    sub = F.sub
+    mul = F.mul
+    div = F.div
+    matmul = F.matmul
+    pow = F.pow
+    floor_divide = F.floor_divide
+    remainder = F.remainder
+    neg = F.neg
+    abs = F.abs
 
     __add__, __sub__, __mul__, __truediv__, __matmul__, __pow__ = add, sub, mul, div, matmul, pow
     __floordiv__, __mod__, __neg__, __abs__ = floor_divide, remainder, neg, abs
@@ -303,26 +304,25 @@ class Tensor(TensorBase):
     def __rmod__(self, other): return F.remainder(other, self)
     def __pos__(self): return self
 
-    def exp(self): return F.exp(self)
-    def log(self): return F.log(self)
-    def sqrt(self): return F.sqrt(self)
-    def tanh(self): return F.tanh(self)
-    def sigmoid(self): return F.sigmoid(self)
-    def relu(self): return F.relu(self)
-    def clamp(self, min=None, max=None): return F.clamp(self, min, max)  # noqa: A002
-    def maximum(self, other): return F.maximum(self, other)
-    def minimum(self, other): return F.minimum(self, other)
+    exp = F.exp
+    log = F.log
+    sqrt = F.sqrt
+    tanh = F.tanh
+    sigmoid = F.sigmoid
+    relu = F.relu
+    clamp = F.clamp
+    maximum = F.maximum
+    minimum = F.minimum
 
-    def sum(self, dim=None, keepdim=False, *, dtype=None): return F.sum(self, dim, keepdim, dtype=dtype)
-    def mean(self, dim=None, keepdim=False, *, dtype=None): return F.mean(self, dim, keepdim, dtype=dtype)
-    def max(self, dim=None, keepdim=False): return F.max(self, dim, keepdim)
-    def min(self, dim=None, keepdim=False): return F.min(self, dim, keepdim)
-    def amax(self, dim=None, keepdim=False): return F.amax(self, dim, keepdim)
-    def amin(self, dim=None, keepdim=False): return F.amin(self, dim, keepdim)
-    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return F.var(self, dim, unbiased, keepdim, correction=correction)
-    def softmax(self, dim): return F.softmax(self, dim)
-    def log_softmax(self, dim): return F.log_softmax(self, dim)
+    sum = F.sum
+    mean = F.mean
+    max = F.max
+    min = F.min
+    amax = F.amax
+    amin = F.amin
+    var = F.var
+    softmax = F.softmax
+    log_softmax = F.log_softmax
 
     def argmax(self, dim=None, keepdim=False):
         _no_bool(self, "argmax")
@@ -336,20 +336,20 @@ class Tensor(TensorBase):
     def all(self): return Tensor._wrap(np.array(self._data.all()))
 
     # views and copies
-    def reshape(self, *shape): return F.reshape(self, *shape)
-    def view(self, *shape): return F.view(self, *shape)
-    def flatten(self, start_dim=0, end_dim=-1): return F.flatten(self, start_dim, end_dim)
-    def permute(self, *dims): return F.permute(self, *dims)
-    def transpose(self, dim0, dim1): return F.transpose(self, dim0, dim1)
-    def unsqueeze(self, dim): return F.unsqueeze(self, dim)
-    def squeeze(self, dim=None): return F.squeeze(self, dim)
-    def expand(self, *sizes): return F.expand(self, *sizes)
-    def broadcast_to(self, shape): return F.broadcast_to(self, shape)
-    def diagonal(self, offset=0, dim1=0, dim2=1): return F.diagonal(self, offset, dim1, dim2)
-    def unfold(self, dimension, size, step): return F.unfold(self, dimension, size, step)
-    def as_strided(self, size, stride, storage_offset=None): return F.as_strided(self, size, stride, storage_offset)
-    def __getitem__(self, key): return F.index(self, key)
-    def clone(self): return F.clone(self)
+    reshape = F.reshape
+    view = F.view
+    flatten = F.flatten
+    permute = F.permute
+    transpose = F.transpose
+    unsqueeze = F.unsqueeze
+    squeeze = F.squeeze
+    expand = F.expand
+    broadcast_to = F.broadcast_to
+    diagonal = F.diagonal
+    unfold = F.unfold
+    as_strided = F.as_strided
+    __getitem__ = F.index
+    clone = F.clone
 
     @property
     def T(self) -> "Tensor":
@@ -369,9 +369,9 @@ class Tensor(TensorBase):
         :func:`microtorch.memory.aliasing.byte_ranges`)."""
         return _byte_ranges(self)
 
-    def to_sparse(self, sparse_dim=None): return _sparse.to_sparse(self, sparse_dim)
+    to_sparse = _sparse.to_sparse
     to_sparse_coo = to_sparse
-    def to_sparse_csr(self): return _sparse.to_sparse_csr(self)
+    to_sparse_csr = _sparse.to_sparse_csr
 
     # dtype conversions
     def to(self, dtype) -> "Tensor":
@@ -394,29 +394,29 @@ class Tensor(TensorBase):
     def eq(self, other): return C.compare("eq", self, other)
     def ne(self, other): return C.compare("ne", self, other)
     __lt__, __le__, __gt__, __ge__, __eq__, __ne__ = lt, le, gt, ge, eq, ne
-    def logical_not(self): return C.logical_not(self)
-    def __invert__(self): return C.bitwise_not(self)
-    def __and__(self, other): return C.bitwise_and(self, other)
-    def __or__(self, other): return C.bitwise_or(self, other)
+    logical_not = C.logical_not
+    __invert__ = C.bitwise_not
+    __and__ = C.bitwise_and
+    __or__ = C.bitwise_or
     def __rand__(self, other): return C.bitwise_and(other, self)
     def __ror__(self, other): return C.bitwise_or(other, self)
 
     # -- in place (microtorch.functions.inplace: PyTorch's checks, the version bump) ----------
-    def add_(self, other, alpha=1): return I.add_(self, other, alpha)
-    def sub_(self, other, alpha=1): return I.sub_(self, other, alpha)
-    def mul_(self, other): return I.mul_(self, other)
-    def div_(self, other): return I.div_(self, other)
-    def clamp_(self, min=None, max=None): return I.clamp_(self, min, max)  # noqa: A002
-    def relu_(self): return I.relu_(self)
-    def exp_(self): return I.exp_(self)
-    def sigmoid_(self): return I.sigmoid_(self)
-    def tanh_(self): return I.tanh_(self)
-    def sqrt_(self): return I.sqrt_(self)
-    def neg_(self): return I.neg_(self)
-    def copy_(self, src): return I.copy_(self, src)
-    def fill_(self, value): return I.fill_(self, value)
-    def zero_(self): return I.zero_(self)
-    def __setitem__(self, key, value): I.setitem(self, key, value)
+    add_ = I.add_
+    sub_ = I.sub_
+    mul_ = I.mul_
+    div_ = I.div_
+    clamp_ = I.clamp_
+    relu_ = I.relu_
+    exp_ = I.exp_
+    sigmoid_ = I.sigmoid_
+    tanh_ = I.tanh_
+    sqrt_ = I.sqrt_
+    neg_ = I.neg_
+    copy_ = I.copy_
+    fill_ = I.fill_
+    zero_ = I.zero_
+    __setitem__ = I.setitem
     # x += y is in place, as in PyTorch (the same checks and version bump as add_)
     __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
 

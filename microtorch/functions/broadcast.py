@@ -64,7 +64,7 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
 
 def operands(a, b) -> tuple[Tensor, Tensor]:
     """Both operands as tensors of one dtype (float beats int; wider float beats narrower)."""
-    if type(a) is Tensor and type(b) is Tensor and a._data.dtype == b._data.dtype:
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype == b._data.dtype:
         return a, b  # the common case, decided at once
     if not isinstance(b, Tensor):
         b = as_tensor_like(b, a)
