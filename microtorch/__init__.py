@@ -31,7 +31,7 @@
 
 Importing microtorch loads numpy only: no matplotlib, graphviz or ipywidgets.
 """
-from .tensor import Tensor  # first: binding its operator methods imports the ops
+from .tensor import Tensor  # the top of the core's layers (see microtorch.tensor_base)
 from . import dtypes, memory
 from .autograd import backward, grad
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

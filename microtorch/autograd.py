@@ -27,7 +27,7 @@ from . import dtypes, grad_mode
 from . import recording as _trace
 from .node import Function, _edge
 from .sparse.gradient import accumulate as accumulate_sparse
-from .tensor import Tensor
+from .tensor_base import TensorBase as Tensor
 
 # --------------------------------------------------------------------------------------------
 # the backward engine
@@ -345,7 +345,7 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
             t = ref()
             if t is not None:
                 t.grad = g.detach() if t.grad is None else t.grad + g.detach()
-    grads = type(node).backward(node, g)
+    grads = node._call_backward(g)
     if not isinstance(grads, tuple):
         grads = (grads,)
     edges = node.next

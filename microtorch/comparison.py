@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tensor import Tensor
+from .tensor_base import TensorBase as Tensor
+from .functions.broadcast import broadcast_error, operands
 
 _NUMPY = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
           "eq": np.equal, "ne": np.not_equal}
 
 
 def compare(op: str, a, b) -> Tensor:
-    from .functions.broadcast import broadcast_error, operands
-
     a, b = operands(a, b)
     try:
         return Tensor._wrap(np.asarray(_NUMPY[op](a._data, b._data)))
@@ -25,23 +24,17 @@ def logical_not(x: Tensor) -> Tensor:
 
 
 def logical_and(a, b) -> Tensor:
-    from .functions.broadcast import operands
-
     a, b = operands(a, b)
     return Tensor._wrap(np.logical_and(a._data, b._data))
 
 
 def logical_or(a, b) -> Tensor:
-    from .functions.broadcast import operands
-
     a, b = operands(a, b)
     return Tensor._wrap(np.logical_or(a._data, b._data))
 
 
 # -- ~, &, | : bitwise, as in PyTorch (logical on bool tensors, bitwise on integers) -------------
 def _bitwise(op: str, fn, *args) -> Tensor:
-    from .functions.broadcast import broadcast_error, operands
-
     ts = operands(*args) if len(args) == 2 else args
     if ts[0].dtype.kind not in "biu":  # (PyTorch: a TypeError for ~, NotImplementedError for & and |)
         raise (TypeError if len(ts) == 1 else NotImplementedError)(f'"{op}" is only supported for integer and bool tensors, got '

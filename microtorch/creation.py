@@ -7,7 +7,7 @@ import numpy as np
 
 from . import dtypes
 from .memory.storage import Storage
-from .tensor import Tensor, _sizes
+from .tensor_base import TensorBase as Tensor, _sizes
 
 
 def _new(array: np.ndarray, requires_grad: bool) -> Tensor:

@@ -1,8 +1,11 @@
 """Graph nodes: every op is a :class:`Function`, and applying it records one node.
 
 Every op is a ``Function`` subclass with ``forward`` and ``backward`` side by side
-(PyTorch's ``ctx`` style). Applying an op to tensors that require grad keeps the instance
-as the output's ``grad_fn``; it records
+(PyTorch's ``ctx`` style) — the op contract, in :class:`Function`'s docstring: forward
+returns a numpy array that the engine places by one rule (:meth:`Function._wrap_result`),
+an optional ``numpy_backward`` the engine picks in one place (:meth:`Function._call_backward`),
+and an optional in-place form (:class:`InplaceVariant`). Applying an op to tensors that
+require grad keeps the instance as the output's ``grad_fn``; it records
 
 * ``next``: for each tensor input, where its gradient goes: the input's own node, the
   input tensor itself if it is a leaf that requires grad, or ``None``;
@@ -19,15 +22,17 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import dtypes, grad_mode
 from . import recording as _trace
+from .memory import inplace_analysis as _inplace_analysis
 from .memory.node_arena import nodes as _node_arena
 from .memory.storage import empty_storage
 from .memory.views import register as _register_view
-from .tensor import Tensor, _init
+from .tensor_base import TensorBase as Tensor
 
 
 # --------------------------------------------------------------------------------------------
@@ -58,9 +63,8 @@ class SavedTensor:
         data = self.checked(node)
         if self.leaf is not None:
             return self.leaf
-        t = object.__new__(Tensor)
         grad_fn = node if self.is_output else self.grad_fn
-        return _init(t, data, self.storage, None, self.requires_grad, grad_fn)
+        return Tensor._over(data, self.storage, self.requires_grad, grad_fn)
 
     def checked(self, node: "Function") -> np.ndarray:
         """The saved bytes as a numpy array, if backward may still read them (else raise)."""
@@ -102,6 +106,36 @@ pack_hook = None
 
 
 # --------------------------------------------------------------------------------------------
+# in-place variants
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InplaceVariant:
+    """An op's in-place form, declared on the op class next to its forward and backward::
+
+        class Relu(Function):
+            inplace_variant = InplaceVariant("relu_", reads="output")
+
+    ``method`` is the Tensor method; ``reads`` is what the variant's backward uses, since the
+    input's old values are gone: ``"output"`` (saved after the write), ``"nothing"``,
+    ``"other operand"`` (mul_, div_) or ``"mask"`` (clamp_); ``overwrites``: the inputs whose
+    bytes it may take (``(0, 1)`` for add and mul: either operand); ``why``: optional words.
+    The in-place ops (:mod:`microtorch.functions.inplace_ops`) and
+    :func:`~microtorch.memory.inplace_plan` both read this one declaration.
+    """
+
+    method: str
+    reads: str
+    overwrites: tuple = (0,)
+    why: str = ""
+
+    def backward_uses(self) -> str:
+        """What the variant's backward uses, in words: "relu_ takes its gradient from its output"."""
+        words = {"output": "takes its gradient from its output", "nothing": "needs no values for backward",
+                 "other operand": "needs only the other operand", "mask": "keeps a boolean mask"}[self.reads]
+        return f"{self.method} {words}" + (f" ({self.why})" if self.why else "")
+
+
+# --------------------------------------------------------------------------------------------
 # nodes
 # --------------------------------------------------------------------------------------------
 class Function:
@@ -120,13 +154,22 @@ class Function:
             return g * y, g * x        # one gradient per *tensor* input
 
     ``backward`` is written with microtorch ops, so with ``create_graph=True`` the backward
-    pass itself is recorded and can be differentiated again.
+    pass itself is recorded and can be differentiated again. An op may also define
+    ``numpy_backward(ctx, g)``: the same formula computed on numpy arrays (``ctx.saved_arrays()``),
+    recording nothing. The engine runs it instead of ``backward`` when the backward pass
+    records no graph (no ``create_graph``) — the choice is made in one place,
+    :meth:`_call_backward`, never inside an op (PyTorch's ``once_differentiable`` idea).
 
-    View ops (``is_view = True``) may return a numpy view of their first input; the output
-    then shares that input's storage (zero-copy) — checked, not assumed.
+    **The op contract.** ``forward`` returns a numpy array, and the engine decides where the
+    result's bytes live (:meth:`_wrap_result`): in the storage of ``ctx.empty(shape, dtype)``
+    if forward computed into that (``out=``), in its first input's storage if the op is a
+    view op (``is_view = True``) and the array reads those bytes (checked, not assumed), else
+    in a new storage.
     """
 
     is_view = False
+    inplace_variant: InplaceVariant | None = None  # the op's in-place form, if it has one
+    numpy_backward = None  # optional: backward's formula on numpy arrays, for a pass that records no graph
     inplace = False  # the op writes its result into its first input's bytes (functions/inplace_ops.py)
     # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
     # instance attributes for what it actually records.
@@ -143,6 +186,12 @@ class Function:
     pending = 0  # dependency count while backward runs: consumers still to send a gradient
     record = None  # this node's 64-byte record in the node arena, a mirror (None once released)
     slot = None  # the record's index in the node arena (None once released)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        variant = cls.__dict__.get("inplace_variant")
+        if variant is not None:  # what inplace_plan may rewrite this op into
+            _inplace_analysis.declare(cls.__name__, variant.method, variant.overwrites, variant.backward_uses())
 
     # -- ctx API (used inside forward) -----------------------------------------------------
     def save_for_backward(self, *tensors: Tensor | None) -> None:
@@ -182,6 +231,8 @@ class Function:
     # -- applying ---------------------------------------------------------------------------
     @classmethod
     def apply(cls, *args, **kwargs) -> Tensor:
+        """Run the op on ``args``: forward computes a numpy array, :meth:`_wrap_result` gives
+        it its bytes, and if a gradient will flow back, :meth:`_record_node` keeps the node."""
         ctx = cls()
         inputs = [a for a in args if isinstance(a, Tensor)]
         requires_grad = False
@@ -191,42 +242,73 @@ class Function:
                 requires_grad = True
                 ctx.needs_input_grad = needs
         out = cls.forward(ctx, *args, **kwargs)  # may read ctx.needs_input_grad to save less
-        grad_fn = ctx if requires_grad else None
-        made = ctx._out
-        if made is not None and out is made[0]:
-            result = _init(object.__new__(Tensor), out, made[1], None, requires_grad, grad_fn)
-        elif cls.is_view and (np.may_share_memory(out, inputs[0]._storage.data) or (out.size == 0 and out.base is not None)):
-            result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
-            _register_view(result, grad_mode._grad_enabled)  # in-place writes rebase live views
-        else:
-            result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
-        if requires_grad:  # record the node (without a graph, ctx is dropped right here)
-            ctx._out = None
-            ctx.input_shapes = tuple([t._data.shape for t in inputs])
-            ctx.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
-            to_save = ctx._to_save
-            if to_save or ctx._save_output:
-                pack = SavedTensor if pack_hook is None else pack_hook
-                saved = [pack(t, ctx) for t in to_save if t is not None]
-                if len(saved) != len(to_save):  # forward skipped what no gradient needs: remember the positions
-                    ctx._saved_layout = tuple([t is not None for t in to_save])
-                if ctx._save_output:
-                    saved.append(pack(result, ctx, True))
-                ctx.saved = tuple(saved)
-                ctx._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
-            ctx.record, ctx.slot = _node_arena.new(ctx)
+        result = ctx._wrap_result(out, inputs, requires_grad)
+        if requires_grad:  # (without a graph, ctx is dropped right here)
+            ctx._record_node(inputs, result)
         rec = _trace.active
         if rec is not None:
-            rec.emit("op", op=cls.__name__, phase=rec.phase,
-                     node=_trace.node_id(ctx) if requires_grad else None,
-                     slot=int(ctx.record["slot"]) if requires_grad else None,
-                     inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
-                     shape=list(result.shape), dtype=result.dtype.name,
-                     saved=[s.storage.id for s in ctx.saved if s.storage.id],  # (0: kept nothing)
-                     next=[_edge_id(e) for e in ctx.next],
-                     input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
-                     output_storage=result._storage.id, inplace=cls.inplace)
+            ctx._emit_op(rec, inputs, result, requires_grad)
         return result
+
+    def _wrap_result(self, out: np.ndarray, inputs: list, requires_grad: bool) -> Tensor:
+        """The result tensor over ``out``, the array forward returned. One rule for where its
+        bytes come from, the same for every op:
+
+        1. ``out`` is the array :meth:`empty` handed out: the result owns that storage;
+        2. the op is a view op (``is_view``) and ``out`` reads its first input's bytes: the
+           result is a view, sharing that input's storage (zero-copy);
+        3. anything else is a new array: it gets a storage of its own.
+        """
+        grad_fn = self if requires_grad else None
+        made = self._out
+        if made is not None and out is made[0]:
+            self._out = None
+            return Tensor._over(out, made[1], requires_grad, grad_fn)
+        if self.is_view and _reads_bytes_of(out, inputs[0]):
+            result = Tensor._view(out, inputs[0], requires_grad, grad_fn)
+            _register_view(result, grad_mode._grad_enabled)  # in-place writes rebase live views
+            return result
+        return Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out), requires_grad, grad_fn)
+
+    def _record_node(self, inputs: list, result: Tensor) -> None:
+        """Keep what backward needs: the inputs' shapes, where their gradients go (``next``),
+        the saved tensors (as :class:`SavedTensor` records, not the tensors), a node record."""
+        self.input_shapes = tuple([t._data.shape for t in inputs])
+        self.next = tuple([(t.grad_fn or t) if t.requires_grad else None for t in inputs])
+        to_save = self._to_save
+        if to_save or self._save_output:
+            pack = SavedTensor if pack_hook is None else pack_hook
+            saved = [pack(t, self) for t in to_save if t is not None]
+            if len(saved) != len(to_save):  # forward skipped what no gradient needs: remember the positions
+                self._saved_layout = tuple([t is not None for t in to_save])
+            if self._save_output:
+                saved.append(pack(result, self, True))
+            self.saved = tuple(saved)
+            self._to_save = ()  # the tensors themselves are not kept: only SavedTensor records
+        self.record, self.slot = _node_arena.new(self)
+
+    def _emit_op(self, rec, inputs: list, result: Tensor, requires_grad: bool) -> None:
+        """Tell the trace recorder this op ran (what it read, wrote, saved and recorded)."""
+        rec.emit("op", op=type(self).__name__, phase=rec.phase,
+                 node=_trace.node_id(self) if requires_grad else None,
+                 slot=int(self.record["slot"]) if requires_grad else None,
+                 inputs=[rec.tensor(t) for t in inputs], output=rec.tensor(result),
+                 shape=list(result.shape), dtype=result.dtype.name,
+                 saved=[s.storage.id for s in self.saved if s.storage.id],  # (0: kept nothing)
+                 next=[_edge_id(e) for e in self.next],
+                 input_storages=[t._storage.id for t in inputs], input_strides=[list(t.stride()) for t in inputs],
+                 output_storage=result._storage.id, inplace=type(self).inplace)
+
+    # -- running backward (called by the engine, microtorch.autograd) -----------------------
+    def _call_backward(self, g: Tensor):
+        """This node's gradients for the inputs, given ``g`` = d(loss)/d(output). The engine
+        sets grad mode to ``create_graph`` for the backward pass; with grad mode off no graph
+        of the backward is needed, so the op's ``numpy_backward``, if it has one, runs instead
+        of ``backward`` (the same formula on arrays, no op applications)."""
+        op = type(self)
+        if op.numpy_backward is not None and not grad_mode._grad_enabled:
+            return op.numpy_backward(self, g)
+        return op.backward(self, g)
 
     def _retain(self, t: Tensor) -> None:
         if self._retained is None:
@@ -269,6 +351,12 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
+
+
+def _reads_bytes_of(out: np.ndarray, t: Tensor) -> bool:
+    """Whether the array ``out`` is a view into ``t``'s storage (an empty view counts: it
+    has no bytes to share, but it is still numpy's view of ``t``'s array)."""
+    return np.may_share_memory(out, t._storage.data) or (out.size == 0 and out.base is not None)
 
 
 def _edge(t: Tensor):

@@ -140,7 +140,10 @@ class Optimizer:
         raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
 
     def _room(self, p: np.ndarray) -> np.ndarray:
-        """A scratch array of p's size and dtype, the same memory every step."""
+        """A scratch array of p's size and dtype, the same memory every step: the seam that
+        lets an update write its temporaries with ``out=`` instead of allocating (and
+        page-faulting) new p-sized arrays each step — several times faster on a flat buffer
+        of a million parameters than the same expressions written as plain numpy."""
         buf = self._scratch.get(p.dtype)
         if buf is None or buf.size < p.size:
             buf = self._scratch[p.dtype] = np.empty(p.size, p.dtype)
@@ -365,33 +368,20 @@ class Adam(Optimizer):
             else:
                 g = g + wd * p
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        # each temporary goes into one scratch array (the same operations in the same order as
-        # written in the comments, so the same numbers, without allocating p-sized arrays)
-        t = self._room(p)
-        w = 1 - beta1  # m.lerp_(g, w), computed the way PyTorch's lerp does
-        np.subtract(g, m, out=t)
-        if w < 0.5:
-            t *= w
-            m += t  # m += w · (g − m)
-        else:
-            t *= 1 - w
-            np.subtract(g, t, out=m)  # m = g − (g − m) · (1 − w)
+        t = self._room(p)  # every temporary below goes into this one scratch array
+        m += np.multiply(np.subtract(g, m, out=t), 1 - beta1, out=t)  # m ← β₁ m + (1 − β₁) g
         v *= beta2
-        np.multiply(g, 1 - beta2, out=t)
-        t *= g
-        v += t  # v += (1 − β₂) · g · g
-        bias1 = 1 - beta1 ** step
-        bias2_sqrt = math.sqrt(1 - beta2 ** step)
+        v += np.multiply(np.multiply(g, 1 - beta2, out=t), g, out=t)  # v ← β₂ v + (1 − β₂) g²
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
             np.maximum(vmax, v, out=vmax)
             v = vmax
+        bias1 = 1 - beta1 ** step
+        bias2_sqrt = math.sqrt(1 - beta2 ** step)
         denom = np.sqrt(v, out=t)
         denom /= bias2_sqrt
-        denom += eps
-        np.divide(m, denom, out=denom)
-        denom *= lr / bias1
-        p -= denom  # p −= (lr / bias1) · (m / denom)
+        denom += eps  # √v / √(1 − β₂ᵗ) + ε
+        p -= np.multiply(np.divide(m, denom, out=t), lr / bias1, out=t)  # p ← p − lr / (1 − β₁ᵗ) · m / denom
 
 
 class AdamW(Adam):

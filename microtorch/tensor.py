@@ -1,77 +1,48 @@
-"""Tensor: a view (shape, strides, offset, dtype) over a refcounted :class:`Storage`.
+"""Tensor: an n-dimensional array that can record the operations applied to it.
 
 The numbers live in a :class:`~microtorch.memory.storage.Storage`; a tensor only says how
-to read them. Zero-copy views (``x.T``, ``x[1:]``, ``x.reshape(...)`` of contiguous data,
+to read them (:class:`~microtorch.tensor_base.TensorBase`: shape, strides, offset, dtype).
+Zero-copy views (``x.T``, ``x[1:]``, ``x.reshape(...)`` of contiguous data,
 ``x.expand(...)``) are new tensors over the same storage, so ``x.T.storage is x.storage``.
 
 Autograd fields follow PyTorch: ``requires_grad``, ``grad``, ``grad_fn`` (the node that
 made this tensor, ``None`` for leaves), ``is_leaf``, ``retain_grad()``, ``backward()``.
+
+Every op is a method too, written in the class body: ``add = F.add`` (the op's function
+from :mod:`microtorch.functions`, with the tensor as its first argument), or a one-liner
+that calls it (``__radd__``, comparisons, conversions).
+This module is the top of the core's layers (see :mod:`microtorch.tensor_base`): it imports
+the ops, and they never import it.
 """
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 
-from . import dtypes
+from . import autograd as _autograd, comparison as C, dtypes, functions as F, sparse as _sparse
+from .creation import tensor as _new_tensor
+from .functions import inplace as I
+from .functions.elementwise import Cast
 from . import recording as _trace
-from .memory.storage import Storage, empty_storage, new_storage
+from .memory.aliasing import byte_ranges as _byte_ranges
+from .memory.storage import Storage
+from .tensor_base import TensorBase, _dim, _init, _sizes, repoint  # noqa: F401 — _sizes, repoint: re-exported
 
 
-class Tensor:
+class Tensor(TensorBase):
     """An n-dimensional array that can record the operations applied to it."""
 
-    __slots__ = ("_data", "_storage", "requires_grad", "_grad", "grad_fn", "_base",
-                 "_retains_grad", "name", "_tid", "__weakref__")
+    __slots__ = ()
     __array_ufunc__ = None  # numpy defers to our reflected operators: np.float64(2) * t is a Tensor
     __hash__ = object.__hash__  # == is elementwise (as in PyTorch), identity is the hash
     is_sparse = False  # a dense (strided) tensor; microtorch.sparse's COO tensors say True
 
     def __new__(cls, data, dtype=None, requires_grad: bool = False):
-        from .creation import tensor  # the same rules as mt.tensor(...)
-
         # built in __new__: bad data raises before any object exists (__del__ never meets a half-built one)
-        t = tensor(data, dtype=dtype, requires_grad=requires_grad)
+        t = _new_tensor(data, dtype=dtype, requires_grad=requires_grad)  # the same rules as mt.tensor(...)
         return _init(object.__new__(cls), t._data, t._storage, None, requires_grad, None)
 
     def __init__(self, data, dtype=None, requires_grad: bool = False):
         pass  # everything happened in __new__
-
-    @classmethod
-    def _wrap(cls, array: np.ndarray, requires_grad: bool = False, grad_fn=None,
-              tag: str = "activation") -> "Tensor":
-        """A tensor over a fresh storage holding ``array``'s values (in the allocator serving ``tag``)."""
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
-        storage = new_storage(array, tag)
-        t = object.__new__(cls)
-        return _init(t, array if storage.block is None else storage.data.reshape(array.shape),
-                     storage, None, requires_grad, grad_fn)
-
-    @classmethod
-    def _empty(cls, shape: tuple[int, ...], dtype: np.dtype, tag: str = "activation") -> "Tensor":
-        """An uninitialised tensor in a fresh storage (the caller fills it with ``out=``)."""
-        storage = empty_storage(math.prod(shape), dtype, tag)
-        return _init(object.__new__(cls), storage.data.reshape(shape), storage, None, False, None)
-
-    @classmethod
-    def _over(cls, array: np.ndarray, storage: Storage, requires_grad: bool = False, grad_fn=None) -> "Tensor":
-        """A tensor reading ``array``, which views all of ``storage`` (an op wrote its result there)."""
-        t = object.__new__(cls)
-        return _init(t, array, storage, None, requires_grad, grad_fn)
-
-    @classmethod
-    def _view(cls, array: np.ndarray, base: "Tensor", requires_grad: bool = False, grad_fn=None) -> "Tensor":
-        """A tensor reading ``array``, a numpy view into ``base``'s storage (zero-copy)."""
-        t = object.__new__(cls)
-        return _init(t, array, base._storage, base._base if base._base is not None else base,
-                     requires_grad, grad_fn)
-
-    def __del__(self):
-        storage = self._storage
-        if not storage.freed:
-            storage.decref(self)
 
     # -- what a tensor is ------------------------------------------------------------------
     @property
@@ -154,7 +125,7 @@ class Tensor:
         if self.requires_grad and not dtypes.is_floating(value.dtype):
             raise RuntimeError("data set to a tensor that requires gradients must be floating point "
                                f"or complex dtype (got {dtypes.name(value.dtype)})")
-        from .nn.flat import assign_data
+        from .nn.flat import assign_data  # (nn is above the core: looked up when assigned)
 
         if not assign_data(self, value):
             repoint(self, value._data, value._storage)
@@ -178,15 +149,11 @@ class Tensor:
                                    f"'{dtypes.name(value.dtype)}' to a tensor with dtype "
                                    f"'{dtypes.name(self.dtype)}'. The gradient must match the "
                                    "tensor's dtype; convert it first (g.to(x.dtype))")
-        _grad_slot.__set__(self, value)
+        TensorBase._grad.__set__(self, value)
 
-    @property
-    def T(self) -> "Tensor":
-        return self.permute(*reversed(range(self.ndim)))
-
-    @property
-    def mT(self) -> "Tensor":
-        return self.transpose(-2, -1)
+    # .grad reads the slot through its C-level getter (no Python frame); assignments are checked
+    grad = property(TensorBase._grad.__get__, _set_grad,
+                    doc="d(loss)/d(self) after backward (None before); assignments are checked")
 
     # -- leaving microtorch ------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -313,93 +280,153 @@ class Tensor:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
 
+    # -- ops as methods and operators: the op's function itself (self is its first argument) --
+    add = F.add
+    sub = F.sub
+    mul = F.mul
+    div = F.div
+    matmul = F.matmul
+    pow = F.pow
+    floor_divide = F.floor_divide
+    remainder = F.remainder
+    neg = F.neg
+    abs = F.abs
+
+    __add__, __sub__, __mul__, __truediv__, __matmul__, __pow__ = add, sub, mul, div, matmul, pow
+    __floordiv__, __mod__, __neg__, __abs__ = floor_divide, remainder, neg, abs
+    def __radd__(self, other): return F.add(other, self)
+    def __rsub__(self, other): return F.sub(other, self)
+    def __rmul__(self, other): return F.mul(other, self)
+    def __rtruediv__(self, other): return F.div(other, self)
+    def __rmatmul__(self, other): return F.matmul(other, self)
+    def __rpow__(self, other): return F.pow(other, self)
+    def __rfloordiv__(self, other): return F.floor_divide(other, self)
+    def __rmod__(self, other): return F.remainder(other, self)
+    def __pos__(self): return self
+
+    exp = F.exp
+    log = F.log
+    sqrt = F.sqrt
+    tanh = F.tanh
+    sigmoid = F.sigmoid
+    relu = F.relu
+    clamp = F.clamp
+    maximum = F.maximum
+    minimum = F.minimum
+
+    sum = F.sum
+    mean = F.mean
+    max = F.max
+    min = F.min
+    amax = F.amax
+    amin = F.amin
+    var = F.var
+    softmax = F.softmax
+    log_softmax = F.log_softmax
+
+    def argmax(self, dim=None, keepdim=False):
+        _no_bool(self, "argmax")
+        return self.max(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmax(self._data)))
+
+    def argmin(self, dim=None, keepdim=False):
+        _no_bool(self, "argmin")
+        return self.min(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmin(self._data)))
+
+    def any(self): return Tensor._wrap(np.array(self._data.any()))
+    def all(self): return Tensor._wrap(np.array(self._data.all()))
+
+    # views and copies
+    reshape = F.reshape
+    view = F.view
+    flatten = F.flatten
+    permute = F.permute
+    transpose = F.transpose
+    unsqueeze = F.unsqueeze
+    squeeze = F.squeeze
+    expand = F.expand
+    broadcast_to = F.broadcast_to
+    diagonal = F.diagonal
+    unfold = F.unfold
+    as_strided = F.as_strided
+    __getitem__ = F.index
+    clone = F.clone
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    def contiguous(self) -> "Tensor":
+        """``self`` if its elements are already laid out row-major, else a contiguous copy."""
+        return self if self.is_contiguous() else self.clone()
+
+    def byte_ranges(self) -> list[tuple[int, int]]:
+        """The exact bytes this tensor reads in its storage: sorted, merged half-open intervals
+        ``[(start, stop), ...]`` in bytes from the storage's start (see
+        :func:`microtorch.memory.aliasing.byte_ranges`)."""
+        return _byte_ranges(self)
+
+    to_sparse = _sparse.to_sparse
+    to_sparse_coo = to_sparse
+    to_sparse_csr = _sparse.to_sparse_csr
+
+    # dtype conversions
+    def to(self, dtype) -> "Tensor":
+        """The same values as ``dtype`` (no copy when the dtype already matches)."""
+        dtype = dtypes.as_dtype(dtype)
+        return self if dtype == self.dtype else Cast.apply(self, dtype)
+
+    type = to
+    def float(self): return self.to(dtypes.float32)
+    def double(self): return self.to(dtypes.float64)
+    def long(self): return self.to(dtypes.int64)
+    def int(self): return self.to(dtypes.int32)
+    def bool(self): return self.to(dtypes.bool_)
+
+    # comparisons and logic (no gradient)
+    def lt(self, other): return C.compare("lt", self, other)
+    def le(self, other): return C.compare("le", self, other)
+    def gt(self, other): return C.compare("gt", self, other)
+    def ge(self, other): return C.compare("ge", self, other)
+    def eq(self, other): return C.compare("eq", self, other)
+    def ne(self, other): return C.compare("ne", self, other)
+    __lt__, __le__, __gt__, __ge__, __eq__, __ne__ = lt, le, gt, ge, eq, ne
+    logical_not = C.logical_not
+    __invert__ = C.bitwise_not
+    __and__ = C.bitwise_and
+    __or__ = C.bitwise_or
+    def __rand__(self, other): return C.bitwise_and(other, self)
+    def __ror__(self, other): return C.bitwise_or(other, self)
+
+    # -- in place (microtorch.functions.inplace: PyTorch's checks, the version bump) ----------
+    add_ = I.add_
+    sub_ = I.sub_
+    mul_ = I.mul_
+    div_ = I.div_
+    clamp_ = I.clamp_
+    relu_ = I.relu_
+    exp_ = I.exp_
+    sigmoid_ = I.sigmoid_
+    tanh_ = I.tanh_
+    sqrt_ = I.sqrt_
+    neg_ = I.neg_
+    copy_ = I.copy_
+    fill_ = I.fill_
+    zero_ = I.zero_
+    __setitem__ = I.setitem
+    # x += y is in place, as in PyTorch (the same checks and version bump as add_)
+    __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
 
 
-# -- ops as methods and operators (each forwards to microtorch.functions) -----------------------
-def _methods():
-    from . import functions as F
-    from .comparison import bitwise_and, bitwise_not, bitwise_or, compare, logical_not
-
-    def reflected(fn):
-        return lambda self, other: fn(other, self)
-
-    ops = {
-        "__add__": (F.add), "__radd__": reflected(F.add),
-        "__sub__": (F.sub), "__rsub__": reflected(F.sub),
-        "__mul__": (F.mul), "__rmul__": reflected(F.mul),
-        "__truediv__": (F.div), "__rtruediv__": reflected(F.div),
-        "__matmul__": (F.matmul), "__rmatmul__": reflected(F.matmul),
-        "__pow__": (F.pow), "__rpow__": reflected(F.pow),
-        "__floordiv__": F.floor_divide, "__rfloordiv__": reflected(F.floor_divide),
-        "__mod__": F.remainder, "__rmod__": reflected(F.remainder),
-        "floor_divide": F.floor_divide, "remainder": F.remainder,
-        "__neg__": F.neg, "__pos__": lambda self: self, "__abs__": F.abs,
-        "__getitem__": F.index,
-        "add": (F.add), "sub": (F.sub), "mul": (F.mul), "div": (F.div),
-        "matmul": (F.matmul), "pow": (F.pow), "neg": F.neg,
-        "exp": F.exp, "log": F.log, "sqrt": F.sqrt, "tanh": F.tanh, "sigmoid": F.sigmoid,
-        "relu": F.relu, "abs": F.abs, "clamp": F.clamp, "maximum": F.maximum, "minimum": F.minimum,
-        "sum": F.sum, "mean": F.mean, "max": F.max, "min": F.min, "amax": F.amax, "amin": F.amin,
-        "var": F.var, "softmax": F.softmax, "log_softmax": F.log_softmax,
-        "reshape": F.reshape, "view": F.view, "flatten": F.flatten, "permute": F.permute,
-        "transpose": F.transpose, "unsqueeze": F.unsqueeze, "squeeze": F.squeeze,
-        "expand": F.expand, "broadcast_to": F.broadcast_to, "clone": F.clone,
-        "logical_not": logical_not, "__invert__": bitwise_not,
-        "__and__": bitwise_and, "__or__": bitwise_or,
-        "__rand__": reflected(bitwise_and), "__ror__": reflected(bitwise_or),
-    }
-    for op in ("lt", "le", "gt", "ge", "eq", "ne"):
-        ops[op] = ops[f"__{op}__"] = (lambda op: lambda self, other: compare(op, self, other))(op)
-    for name, fn in ops.items():
-        setattr(Tensor, name, fn)
+TensorBase._tensor_class = Tensor  # every op's result is a Tensor (see microtorch.tensor_base)
 
 
-def _to(self, dtype) -> Tensor:
-    """The same values as ``dtype`` (no copy when the dtype already matches)."""
-    from .functions.elementwise import Cast
-
-    dtype = dtypes.as_dtype(dtype)
-    return self if dtype == self.dtype else Cast.apply(self, dtype)
-
-
-def _contiguous(self) -> Tensor:
-    """``self`` if its elements are already laid out row-major, else a contiguous copy."""
-    return self if self.is_contiguous() else self.clone()
-
-
-def _no_bool(self, op: str) -> None:
-    if self._data.dtype == np.bool_:
+def _no_bool(t: Tensor, op: str) -> None:
+    if t._data.dtype == np.bool_:
         raise RuntimeError(f"{op}(): does not support bool input (as in PyTorch); use .long() first")
-
-
-def _argmax(self, dim=None, keepdim=False) -> Tensor:
-    _no_bool(self, "argmax")
-    return self.max(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmax(self._data)))
-
-
-def _argmin(self, dim=None, keepdim=False) -> Tensor:
-    _no_bool(self, "argmin")
-    return self.min(dim, keepdim).indices if dim is not None else Tensor._wrap(np.array(np.argmin(self._data)))
-
-
-Tensor.to = _to
-Tensor.type = _to
-Tensor.float = lambda self: _to(self, dtypes.float32)
-Tensor.double = lambda self: _to(self, dtypes.float64)
-Tensor.long = lambda self: _to(self, dtypes.int64)
-Tensor.int = lambda self: _to(self, dtypes.int32)
-Tensor.bool = lambda self: _to(self, dtypes.bool_)
-Tensor.contiguous = _contiguous
-Tensor.argmax = _argmax
-Tensor.argmin = _argmin
-Tensor.any = lambda self: Tensor._wrap(np.array(self._data.any()))
-Tensor.all = lambda self: Tensor._wrap(np.array(self._data.all()))
-
-
-_grad_slot = Tensor._grad
-# .grad reads the slot through its C-level getter (no Python frame); assignments are checked
-Tensor.grad = property(_grad_slot.__get__, Tensor._set_grad,
-                       doc="d(loss)/d(self) after backward (None before); assignments are checked")
 
 
 class _Export:
@@ -419,76 +446,3 @@ class _Export:
 
     def __repr__(self) -> str:
         return "a numpy array from .numpy()"
-
-
-def _init(t: Tensor, array, storage: Storage, base, requires_grad, grad_fn) -> Tensor:
-    t._data = array
-    t._storage = storage
-    t._base = base
-    t.requires_grad = requires_grad
-    t._grad = None
-    t.grad_fn = grad_fn
-    t._retains_grad = False
-    t.name = None
-    t._tid = None
-    storage.incref(t)
-    return t
-
-
-def repoint(t: Tensor, array: np.ndarray, storage: Storage) -> None:
-    """Make ``t`` read ``array``, a numpy view into ``storage``, instead of its old bytes.
-
-    Used to move parameters into one flat buffer (:mod:`microtorch.nn.flat`): the tensor
-    object stays the same (modules and optimizers keep referring to it), only the bytes
-    behind it change. Refcounts stay exact: +1 on the new storage, then −1 on the old one
-    (which frees its block if ``t`` was its last holder). Views taken of ``t`` before the
-    move keep reading the old bytes.
-    """
-    old = t._storage
-    storage.incref(t)
-    t._data, t._storage, t._base = array, storage, None
-    if old.views is not None:  # an arena storage must not poison t when it is reset later
-        old.views[:] = [ref for ref in old.views if ref() is not t]
-    if not old.freed:
-        old.decref(t)
-
-
-def _sizes(op: str, sizes, infer: bool = False) -> tuple[int, ...]:
-    """PyTorch's size arguments, ``f(2, 3)`` or ``f((2, 3))``: ints (or 0-d integer tensors),
-    nothing else — ``ones((2, 3.5))`` is a TypeError, not shape (2, 3). Sizes are >= 0; with
-    ``infer`` (view, reshape, expand) one may also be -1."""
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
-        sizes = sizes[0]
-    out = []
-    for i, n in enumerate(sizes):
-        if type(n) is not int:
-            if isinstance(n, Tensor) and n.ndim == 0 and n.dtype.kind in "iu":
-                n = n.item()
-            elif isinstance(n, (numbers.Integral, np.integer)):
-                n = int(n)
-            else:
-                raise TypeError(f"{op}(): argument 'size' must be tuple of ints, but found element of "
-                                f"type {type(n).__name__} at pos {i} ({n!r}); sizes are whole numbers")
-        if n < 0 and not (infer and n == -1):
-            if infer:
-                raise RuntimeError(f"invalid shape dimension {n} at index {i} of shape {list(sizes)} "
-                                   "(sizes are >= 0, or -1 for the one size to infer)")
-            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(sizes)}")
-        out.append(n)
-    return tuple(out)
-
-
-def _dim(dim: int, ndim: int, op: str) -> int:
-    """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
-    if type(dim) is not int and not isinstance(dim, np.integer):
-        raise TypeError(f"{op}(): argument 'dim' must be an int, got {type(dim).__name__} ({dim!r})")
-    n = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
-    if not -n <= dim < n:
-        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "
-                         f"dimension(s) (valid: {-n} .. {n - 1})")
-    return dim % n
-
-
-_methods()
-# last: autograd builds on Tensor; imported here once, not inside backward() (~1 µs a call)
-from . import autograd as _autograd  # noqa: E402

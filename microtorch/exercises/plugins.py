@@ -180,8 +180,9 @@ def _from_output_ops() -> dict:
     """op name -> the in-place op class whose backward uses only its output."""
     from ..functions import inplace_ops as ops
 
-    return {"relu": ops.Relu_, "exp": ops.Exp_, "sigmoid": ops.Sigmoid_, "tanh": ops.Tanh_,
-            "sqrt": ops.Sqrt_}
+    return {cls.variant_of.__name__.lower(): cls for cls in vars(ops).values()
+            if isinstance(cls, type) and getattr(cls, "variant_of", None) is not None
+            and cls.variant_of.inplace_variant.reads == "output"}
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..creation import tensor
+from ..tensor_base import TensorBase as Tensor
 
 
 def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -55,8 +56,6 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
     if isinstance(value, (numbers.Number, np.generic)):
         raise TypeError(f"cannot combine a Tensor with {type(value).__name__} {value!r}: microtorch "
                         "computes with real numbers (bool, int, float) only")
-    from ..creation import tensor
-
     try:
         return tensor(value)
     except (TypeError, ValueError) as e:
@@ -65,7 +64,7 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
 
 def operands(a, b) -> tuple[Tensor, Tensor]:
     """Both operands as tensors of one dtype (float beats int; wider float beats narrower)."""
-    if type(a) is Tensor and type(b) is Tensor and a._data.dtype == b._data.dtype:
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype == b._data.dtype:
         return a, b  # the common case, decided at once
     if not isinstance(b, Tensor):
         b = as_tensor_like(b, a)

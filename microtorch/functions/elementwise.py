@@ -8,9 +8,10 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes, grad_mode
-from ..node import Function
-from ..tensor import Tensor
+from .. import dtypes
+from ..creation import tensor
+from ..node import Function, InplaceVariant
+from ..tensor_base import TensorBase as Tensor
 from .broadcast import broadcast_error, operands, unbroadcast
 
 
@@ -36,6 +37,8 @@ def _unary(ctx, fn, x: Tensor) -> np.ndarray:
 class Add(Function):
     """z = a + b;  dz/da = 1, dz/db = 1."""
 
+    inplace_variant = InplaceVariant("add_", reads="nothing", overwrites=(0, 1))
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
@@ -51,6 +54,8 @@ class Add(Function):
 class Sub(Function):
     """z = a - b;  dz/da = 1, dz/db = -1."""
 
+    inplace_variant = InplaceVariant("sub_", reads="nothing")
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
@@ -65,6 +70,9 @@ class Sub(Function):
 
 class Mul(Function):
     """z = a * b;  dz/da = b, dz/db = a."""
+
+    inplace_variant = InplaceVariant("mul_", reads="other operand", overwrites=(0, 1),
+                                     why="its own old values only if the other operand needs a gradient")
 
     @staticmethod
     def forward(ctx, a, b):
@@ -84,6 +92,9 @@ class Mul(Function):
 class Div(Function):
     """z = a / b;  dz/da = 1/b, dz/db = -a/b²."""
 
+    inplace_variant = InplaceVariant("div_", reads="other operand",
+                                     why="its own old values only if the divisor needs a gradient")
+
     @staticmethod
     def forward(ctx, a, b):
         need_b = (ctx.needs_input_grad or (False, False))[1]
@@ -101,6 +112,9 @@ class Div(Function):
 
 class Neg(Function):
     """z = -x;  dz/dx = -1."""
+
+    inplace_variant = InplaceVariant("neg_", reads="nothing")
+    compute = np.negative
 
     @staticmethod
     def forward(ctx, x):
@@ -220,6 +234,9 @@ def _no_integer_zero(a: Tensor, b: Tensor) -> None:
 class Exp(Function):
     """z = eˣ;  dz/dx = eˣ = z (the output is saved, not recomputed)."""
 
+    inplace_variant = InplaceVariant("exp_", reads="output")
+    compute = np.exp
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
@@ -248,6 +265,9 @@ class Log(Function):
 class Sqrt(Function):
     """z = √x;  dz/dx = 1 / (2√x) = 1 / (2z)."""
 
+    inplace_variant = InplaceVariant("sqrt_", reads="output")
+    compute = np.sqrt
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
@@ -261,6 +281,9 @@ class Sqrt(Function):
 
 class Tanh(Function):
     """z = tanh x;  dz/dx = 1 - z²."""
+
+    inplace_variant = InplaceVariant("tanh_", reads="output")
+    compute = np.tanh
 
     @staticmethod
     def forward(ctx, x):
@@ -276,13 +299,19 @@ class Tanh(Function):
 class Sigmoid(Function):
     """z = 1 / (1 + e⁻ˣ);  dz/dx = z (1 - z)."""
 
+    inplace_variant = InplaceVariant("sigmoid_", reads="output")
+
+    @staticmethod
+    def compute(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """σ(x) into ``out`` (which may be ``x`` itself: the in-place variant)."""
+        e = np.exp(-np.abs(x))  # the two branches avoid overflow of e^(-x) for very negative x
+        np.copyto(out, np.where(x >= 0, 1 / (1 + e), e / (1 + e)), casting="unsafe")
+        return out
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
-        d = x._data
-        # the two branches avoid overflow of e^(-x) for very negative x
-        e = np.exp(-np.abs(d))
-        return np.where(d >= 0, 1 / (1 + e), e / (1 + e)).astype(d.dtype, copy=False)
+        return _unary(ctx, Sigmoid.compute, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -296,27 +325,37 @@ class Relu(Function):
     z is ≥ 0 or NaN, so ``z != 0`` is "x > 0, or x is NaN": a NaN input passes its gradient
     on, as in PyTorch (whose mask is "not z ≤ 0").
 
-    Without ``create_graph`` backward computes the product in one numpy call (PyTorch's
-    ``threshold_backward``); with it, it multiplies g by the mask (z > 0) as a microtorch op,
-    so the product is recorded as a differentiable graph.
+    ``backward`` multiplies g by the mask (z ≠ 0) as a microtorch op, so with
+    ``create_graph`` the product is recorded as a differentiable graph; ``numpy_backward``
+    (the engine's choice when no graph is recorded) is the same product in one numpy call
+    (PyTorch's ``threshold_backward``).
     """
+
+    inplace_variant = InplaceVariant("relu_", reads="output", why="x > 0 exactly where relu(x) > 0")
+
+    @staticmethod
+    def compute(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """max(x, 0) into ``out`` (which may be ``x`` itself: the in-place variant)."""
+        return np.maximum(x, 0, out=out)
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()  # z > 0 exactly where x > 0, so the output is enough (as in PyTorch)
-        return np.maximum(x._data, 0, out=ctx.empty(x.shape, x.dtype))
+        return Relu.compute(x._data, ctx.empty(x.shape, x.dtype))
 
     @staticmethod
     def backward(ctx, g):
-        if not grad_mode._grad_enabled:  # no graph to record: one numpy call
-            (z,) = ctx.saved_arrays()
-            out = Tensor._empty(z.shape, g.dtype)
-            np.multiply(g._data, z != 0, out=out._data)
-            return out
         (z,) = ctx.saved_tensors
         mask = Tensor._empty(z.shape, g.dtype)
-        mask._data[...] = z._data != 0  # a bool array cast on copy: faster than greater(..., out=float)
+        mask._data[...] = z._data != 0
         return g * mask
+
+    @staticmethod
+    def numpy_backward(ctx, g):
+        (z,) = ctx.saved_arrays()
+        out = Tensor._empty(z.shape, g.dtype)
+        np.multiply(g._data, z != 0, out=out._data)
+        return out
 
 
 class Abs(Function):
@@ -337,6 +376,8 @@ class Abs(Function):
 class Clamp(Function):
     """z = min(max(x, lo), hi);  dz/dx = 1 where lo ≤ x ≤ hi, else 0."""
 
+    inplace_variant = InplaceVariant("clamp_", reads="mask")
+
     @staticmethod
     def forward(ctx, x, lo, hi):
         if lo is None and hi is None:
@@ -348,11 +389,21 @@ class Clamp(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        return Clamp.masked(g, Clamp.inside(x._data, ctx.lo, ctx.hi))
+
+    @staticmethod
+    def inside(x: np.ndarray, lo, hi) -> np.ndarray:
+        """The mask lo ≤ x ≤ hi (a missing bound holds everywhere): where the gradient passes."""
         inside = np.ones(x.shape, dtype=bool)
-        if ctx.lo is not None:
-            inside &= x._data >= ctx.lo
-        if ctx.hi is not None:
-            inside &= x._data <= ctx.hi
+        if lo is not None:
+            inside &= x >= lo
+        if hi is not None:
+            inside &= x <= hi
+        return inside
+
+    @staticmethod
+    def masked(g: Tensor, inside: np.ndarray) -> Tensor:
+        """dL/dx = g where the input was inside the bounds, else 0."""
         return g * Tensor._wrap(inside.astype(g.dtype))
 
 
@@ -550,15 +601,11 @@ def clamp(x, min=None, max=None):  # noqa: A002 — PyTorch's argument names
 
 def where(condition, input, other):  # noqa: A002
     if not isinstance(condition, Tensor):
-        from ..creation import tensor
-
         condition = tensor(condition)
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype.name}; "
                         "compare first, e.g. x > 0")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):  # where(mask, 1.0, 0.0)
-        from ..creation import tensor
-
         input = tensor(input)
     a, b = operands(input, other)
     return Where.apply(a, b, condition)

@@ -17,10 +17,14 @@ input that shares some but not all of its bytes — see :mod:`microtorch.functio
 (class ``Add_``, node ``Add_Backward``; the classes are in
 :mod:`microtorch.functions.inplace_ops`): its ``forward`` writes into the first input's
 bytes. Afterwards the written tensor *is* the op's output, so its ``grad_fn`` becomes the
-new node (its history is "rebased"). Its backward must not need the overwritten values:
-``relu_``, ``exp_``, ``sigmoid_``, ``tanh_`` and ``sqrt_`` use their *output* (saved after
-the write); ``mul_`` and ``div_`` use the other operand, plus a copy of the old values only
-if the other operand requires grad (what PyTorch does too); ``clamp_`` keeps a boolean mask.
+new node (its history is "rebased"). Its backward must not need the overwritten values;
+what it reads instead is declared on the out-of-place op (``Relu.inplace_variant``, a
+:class:`~microtorch.node.InplaceVariant`): ``relu_``, ``exp_``, ``sigmoid_``, ``tanh_`` and
+``sqrt_`` use their *output* (saved after the write) — those, and ``neg_``, are derived from
+their op (:func:`~microtorch.functions.inplace_ops.inplace_of`: the op's formula and
+backward, written once); ``mul_`` and ``div_`` use the other operand, plus a copy of the old
+values only if the other operand requires grad (what PyTorch does too); ``clamp_`` keeps
+:class:`~microtorch.functions.elementwise.Clamp`'s boolean mask.
 
 **In-place on a view** (PyTorch's CopySlices). Say ``v = b[1:3]`` with ``b`` a non-leaf,
 and ``v.mul_(2)``. The bytes of ``b`` changed too, so ``b`` needs a new history:
@@ -49,10 +53,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from ..creation import tensor
 from ..grad_mode import no_grad
 from ..node import Function
 from ..memory import views as _views
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .inplace_checks import (_check_autograd, _check_broadcast, _check_inputs, _check_result_type,
                              _check_written, _scalar_dtype)
 from .inplace_ops import (Add_, Clamp_, Copy_, Div_, Exp_, Fill_, IndexPut_, Mul_, Neg_, Relu_,
@@ -244,8 +249,6 @@ def neg_(t: Tensor) -> Tensor:
 def copy_(t: Tensor, src) -> Tensor:
     """Write ``src`` (broadcast to ``t``'s shape, converted to its dtype) into ``t``."""
     if not isinstance(src, Tensor):
-        from ..creation import tensor
-
         src = tensor(src, dtype=t.dtype)
     _check_broadcast(t, src, "copy_")
     return _inplace(Copy_, "copy_", t, src, tensors=(src,))
@@ -274,8 +277,6 @@ def setitem(t: Tensor, key, value) -> None:
     index_tensors, key = _index_tensors(key), _index_key(key)
     if _is_advanced(key):
         if not isinstance(value, Tensor):
-            from ..creation import tensor
-
             value = tensor(value, dtype=t.dtype)
         elif value.dtype != t.dtype:
             value = value.to(t.dtype)
@@ -286,12 +287,3 @@ def setitem(t: Tensor, key, value) -> None:
         copy_(target, value)
     else:
         fill_(target, value)
-
-
-for _name, _fn in (("add_", add_), ("sub_", sub_), ("mul_", mul_), ("div_", div_),
-                   ("clamp_", clamp_), ("relu_", relu_), ("exp_", exp_), ("sigmoid_", sigmoid_),
-                   ("tanh_", tanh_), ("sqrt_", sqrt_), ("neg_", neg_), ("copy_", copy_),
-                   ("fill_", fill_), ("zero_", zero_), ("__setitem__", setitem),
-                   # x += y is in place, as in PyTorch (the same checks and version bump as add_)
-                   ("__iadd__", add_), ("__isub__", sub_), ("__imul__", mul_), ("__itruediv__", div_)):
-    setattr(Tensor, _name, _fn)

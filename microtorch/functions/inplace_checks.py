@@ -29,7 +29,7 @@ from .. import dtypes
 from ..grad_mode import is_grad_enabled
 from ..memory import views as _views
 from ..memory.aliasing import alias, layout, overlaps_itself
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 
 # PyTorch's names for dtypes in its casting error
 _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",

@@ -1,5 +1,7 @@
 """The in-place ops as autograd Functions (``Add_``, ``Mul_``, ..., ``IndexPut_``): each one's
-forward writes into its first input's bytes, its backward sits beside it.
+forward writes into its first input's bytes, its backward sits beside it — or, for the unary
+ops whose backward reads only their output (or nothing), both come from the out-of-place op
+itself (:func:`inplace_of`, reading the op's ``inplace_variant`` declaration).
 
 A backward here cannot read the overwritten values, so each one's docstring says what it
 keeps instead. Nothing here checks, bumps versions or rebases histories: the methods
@@ -9,11 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..grad_mode import is_grad_enabled
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .broadcast import unbroadcast
-from .elementwise import clone
+from .elementwise import Add, Clamp, Div, Exp, Mul, Neg, Relu, Sigmoid, Sqrt, Tanh, clone
 from .strided import writable
 
 
@@ -32,10 +33,13 @@ def _zeros_like(g: Tensor) -> Tensor:
 class _InplaceOp(Function):
     is_view = True  # the result is x's own bytes
     inplace = True
+    variant_of = None  # the out-of-place op whose declared in-place variant this is
 
 
 class Add_(_InplaceOp):
     """x ← x + α·o;  d/dx = 1, d/do = α  (o: a tensor or a number)."""
+
+    variant_of = Add
 
     @staticmethod
     def forward(ctx, x, o, alpha):
@@ -59,7 +63,7 @@ def _save_operand_and_old(ctx, x, o) -> None:
     (differentiable) copy of x's old values only when o's own gradient will need them."""
     if not isinstance(o, Tensor):
         ctx.number = o
-    elif is_grad_enabled() and o.requires_grad:
+    elif ctx.needs_input_grad and ctx.needs_input_grad[1]:
         ctx.save_for_backward(o, clone(x))
     else:
         ctx.save_for_backward(o)
@@ -67,6 +71,8 @@ def _save_operand_and_old(ctx, x, o) -> None:
 
 class Mul_(_InplaceOp):
     """x ← x · o;  d/dx = o, d/do = x_old (a copy of x_old is kept only if o requires grad)."""
+
+    variant_of = Mul
 
     @staticmethod
     def forward(ctx, x, o):
@@ -90,6 +96,8 @@ class Div_(_InplaceOp):
     """x ← x / o;  d/dx = 1/o, d/do = -x_old/o² (a copy of x_old is kept only if o requires
     grad, as in PyTorch — it does not save the result, so later writes into x are fine)."""
 
+    variant_of = Div
+
     @staticmethod
     def forward(ctx, x, o):
         _save_operand_and_old(ctx, x, o)
@@ -109,121 +117,54 @@ class Div_(_InplaceOp):
 
 
 class Clamp_(_InplaceOp):
-    """x ← min(max(x, lo), hi);  d/dx = 1 where lo ≤ x_old ≤ hi (a boolean mask is kept)."""
+    """x ← min(max(x, lo), hi);  d/dx = 1 where lo ≤ x_old ≤ hi: the mask of :class:`Clamp`
+    (:meth:`Clamp.inside`), taken before the write, is all backward keeps."""
+
+    variant_of = Clamp
 
     @staticmethod
     def forward(ctx, x, lo, hi):
         if lo is None and hi is None:
             raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
-        d = x._data
-        inside = np.ones(d.shape, dtype=bool)
-        if lo is not None:
-            inside &= d >= lo
-        if hi is not None:
-            inside &= d <= hi
-        ctx.inside = inside
+        ctx.inside = Clamp.inside(x._data, lo, hi)
         out = writable(x)
         np.clip(out, lo, hi, out=out)
         return x._data
 
     @staticmethod
     def backward(ctx, g):
-        return g * Tensor._wrap(ctx.inside.astype(g.dtype))
+        return Clamp.masked(g, ctx.inside)
 
 
-class Relu_(_InplaceOp):
-    """x ← max(x, 0);  d/dx = 1 where the *output* is ≠ 0 (x_old > 0, or NaN as in PyTorch)."""
+def inplace_of(op: type[Function]) -> type[_InplaceOp]:
+    """The in-place op of a unary ``op`` whose declared variant's backward reads its output
+    or nothing (``op.inplace_variant``), derived from ``op`` itself: forward writes
+    ``op.compute`` into x's own bytes (asking for the output to be saved, if backward reads
+    it), and backward *is* ``op``'s backward — so the formula exists once."""
+    reads = op.inplace_variant.reads
+    if reads not in ("output", "nothing"):
+        raise TypeError(f"{op.__name__}'s in-place variant reads {reads!r}: write it by hand")
 
-    @staticmethod
     def forward(ctx, x):
-        ctx.save_output()
+        if reads == "output":
+            ctx.save_output()  # saved after the write: the new values, which backward reads
         out = writable(x)
-        np.maximum(out, 0, out=out)
+        op.compute(out, out=out)
         return x._data
 
-    @staticmethod
-    def backward(ctx, g):
-        (z,) = ctx.saved_tensors
-        return g * Tensor._wrap((z._data != 0).astype(g.dtype))
+    doc = (f"x ← {op.__name__.lower()}(x) in place, derived from :class:`{op.__name__}` (see "
+           f":func:`inplace_of`): backward is its own, reading the {'output' if reads == 'output' else 'incoming gradient only'}.")
+    return type(f"{op.__name__}_", (_InplaceOp,), {
+        "__doc__": doc, "__module__": __name__, "__qualname__": f"{op.__name__}_", "variant_of": op,
+        "forward": staticmethod(forward), "backward": op.__dict__["backward"]})
 
 
-class _UnaryFromOutput(_InplaceOp):
-    """x ← f(x) for an f whose derivative is a function of its output (saved after the write)."""
-
-    ufunc = None
-
-    @classmethod
-    def forward(cls, ctx, x):
-        ctx.save_output()
-        out = writable(x)
-        cls.compute(out)
-        return x._data
-
-    @classmethod
-    def compute(cls, out):
-        cls.ufunc(out, out=out)
-
-    @staticmethod
-    def backward(ctx, g):
-        (z,) = ctx.saved_tensors
-        return type(ctx).derivative(g, z)
-
-
-class Exp_(_UnaryFromOutput):
-    """x ← eˣ;  d/dx = eˣ = the output."""
-
-    ufunc = np.exp
-
-    @staticmethod
-    def derivative(g, z):
-        return g * z
-
-
-class Sigmoid_(_UnaryFromOutput):
-    """x ← σ(x);  d/dx = z (1 - z)."""
-
-    @classmethod
-    def compute(cls, out):
-        e = np.exp(-np.abs(out))
-        np.copyto(out, np.where(out >= 0, 1 / (1 + e), e / (1 + e)), casting="unsafe")
-
-    @staticmethod
-    def derivative(g, z):
-        return g * z * (1 - z)
-
-
-class Tanh_(_UnaryFromOutput):
-    """x ← tanh x;  d/dx = 1 - z²."""
-
-    ufunc = np.tanh
-
-    @staticmethod
-    def derivative(g, z):
-        return g * (1 - z * z)
-
-
-class Sqrt_(_UnaryFromOutput):
-    """x ← √x;  d/dx = 1 / (2z)."""
-
-    ufunc = np.sqrt
-
-    @staticmethod
-    def derivative(g, z):
-        return g / (2 * z)
-
-
-class Neg_(_InplaceOp):
-    """x ← -x;  d/dx = -1."""
-
-    @staticmethod
-    def forward(ctx, x):
-        out = writable(x)
-        np.negative(out, out=out)
-        return x._data
-
-    @staticmethod
-    def backward(ctx, g):
-        return -g
+Relu_ = inplace_of(Relu)
+Exp_ = inplace_of(Exp)
+Sigmoid_ = inplace_of(Sigmoid)
+Tanh_ = inplace_of(Tanh)
+Sqrt_ = inplace_of(Sqrt)
+Neg_ = inplace_of(Neg)
 
 
 class Copy_(_InplaceOp):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes, grad_mode
+from .. import dtypes
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .broadcast import operands, unbroadcast
 
 
@@ -108,11 +108,11 @@ class Linear(Function):
     matrix kernel ``addmm`` computes b + x Wᵀ), ``MmBackward0`` (no bias) or a view node
     over them (other x); here it is one ``LinearBackward`` node per layer, whatever x is.
 
-    **Two paths, one formula.** When backward itself needs no graph (no ``create_graph``,
-    so grad mode is off in backward), :meth:`_numpy_backward` computes the same three
-    products with numpy, written straight into fresh storages — up to five op
-    applications less per layer; a trace then shows the node's run and its allocations,
-    no inner ops. With ``create_graph=True`` backward runs
+    **Two paths, one formula.** When backward itself needs no graph (no ``create_graph``),
+    the engine runs :meth:`numpy_backward`, which computes the same three products with numpy,
+    written straight into fresh storages — up to five op applications less per layer; a trace
+    then shows the node's run and its allocations, no inner ops. With ``create_graph=True``
+    backward runs
     the microtorch ops below, which record a differentiable graph.
     """
 
@@ -135,8 +135,6 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         need_x, need_w = ctx.needs_input_grad[:2]
-        if not grad_mode._grad_enabled:
-            return Linear._numpy_backward(ctx, g, *ctx.saved_arrays(), need_x, need_w)
         x, weight = ctx.saved_tensors
         gx = g @ weight if need_x else None
         gw = gb = None
@@ -155,9 +153,11 @@ class Linear(Function):
         return (gx, gw) if ctx.bias_shape is None else (gx, gw, gb)
 
     @staticmethod
-    def _numpy_backward(ctx, g, x, weight, need_x, need_w):
+    def numpy_backward(ctx, g):
         """``backward``'s products in numpy, on the saved arrays x and W (no graph, no
         recorder): see the class docstring."""
+        need_x, need_w = ctx.needs_input_grad[:2]
+        x, weight = ctx.saved_arrays()
         gd = g._data
         gx = gw = gb = None
         if need_x:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import grad_mode
+from ..creation import tensor
 from ..node import Function
-from ..tensor import Tensor, _dim
+from ..tensor_base import TensorBase as Tensor, _dim
 from .inplace_checks import _TORCH_NAMES
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -83,8 +83,8 @@ class CrossEntropy(Function):
 
     The same numbers as ``nll_loss(log_softmax(x, 1), t)``, in one pass and one node.
     Forward keeps softmax(x), which it computes anyway, and backward is one op,
-    :class:`CrossEntropyGrad`, that starts from it (without ``create_graph``, the same
-    formula straight in numpy, as no graph is recorded). PyTorch records the composition
+    :class:`CrossEntropyGrad`, that starts from it (``numpy_backward``, run when no graph
+    is recorded: the same formula straight in numpy). PyTorch records the composition
     (``NllLossBackward0`` after ``LogSoftmaxBackward0``); here the node is ``CrossEntropyBackward``.
     As in PyTorch, the target is an input (with no gradient) saved for backward: changing
     it in place before backward raises the version error.
@@ -109,14 +109,16 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if not grad_mode._grad_enabled:  # no graph to record: the gradient straight from numpy
-            _, probs, target = ctx.saved_arrays()
-            d = Tensor._empty(probs.shape, probs.dtype)
-            _softmax_minus_onehot(d._data, probs, target, g._data, ctx.divisor)
-            return d, None
         x, probs, target = ctx.saved_tensors
         # (CrossEntropyGrad keeps its own copy of the indices: they are not one of its inputs)
         return CrossEntropyGrad.apply(x, g, probs._data, target._data.copy(), ctx.divisor), None
+
+    @staticmethod
+    def numpy_backward(ctx, g):
+        _, probs, target = ctx.saved_arrays()
+        d = Tensor._empty(probs.shape, probs.dtype)
+        _softmax_minus_onehot(d._data, probs, target, g._data, ctx.divisor)
+        return d, None
 
 
 class CrossEntropyGrad(Function):
@@ -210,8 +212,6 @@ def _class_indices(op, x, target, ignore_index: int = -100) -> tuple[Tensor, boo
         ignored = bool(skipped.any())
     if isinstance(target, Tensor):
         return target, ignored
-    from ..creation import tensor
-
     return tensor(t), ignored
 
 
@@ -310,8 +310,6 @@ def mse_loss(input, target, reduction="mean"):  # noqa: A002 — PyTorch's name
     (N,) is the classic bug, so it is an error here (PyTorch only warns)."""
     _check_reduction("mse_loss", reduction)
     if not isinstance(target, Tensor):
-        from ..creation import tensor
-
         target = tensor(target, dtype=input.dtype)
     if input.shape != target.shape:
         raise ValueError(f"mse_loss: input shape {list(input.shape)} and target shape "

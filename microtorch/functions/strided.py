@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor, _dim, _sizes
+from ..tensor_base import TensorBase as Tensor, _dim, _sizes
 from .shape import IndexAdd
 
 
@@ -245,19 +245,3 @@ def _whole(op: str, name: str, n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{op}(): argument '{name}' must be int, not {type(n).__name__} ({n!r})")
     return int(n)
-
-
-for _name, _fn in (("diagonal", diagonal), ("unfold", unfold), ("as_strided", as_strided)):
-    setattr(Tensor, _name, _fn)
-
-
-def _byte_ranges(self) -> list[tuple[int, int]]:
-    """The exact bytes this tensor reads in its storage: sorted, merged half-open intervals
-    ``[(start, stop), ...]`` in bytes from the storage's start (see
-    :func:`microtorch.memory.aliasing.byte_ranges`)."""
-    from ..memory.aliasing import byte_ranges
-
-    return byte_ranges(self)
-
-
-Tensor.byte_ranges = _byte_ranges

@@ -8,21 +8,23 @@ bytes — ``a = h + 1`` becoming ``h.add_(1)``. It is a pure function of the tra
 
 **The rules** (an op passes only if all hold; the first that fails is the reason given):
 
-1. The op has an in-place variant in microtorch (``add_``, ``sub_``, ``mul_``, ``div_``,
-   ``relu_``, ``clamp_``, ``exp_``, ``sigmoid_``, ``tanh_``, ``neg_``, ``sqrt_``), and it
-   is not a view op (those make no new bytes anyway).
+1. The op has an in-place variant in microtorch — its class declares one
+   (``inplace_variant``: ``add_``, ``sub_``, ``mul_``, ``div_``, ``relu_``, ``clamp_``,
+   ``exp_``, ``sigmoid_``, ``tanh_``, ``neg_``, ``sqrt_``; :data:`VARIANTS` collects the
+   declarations) — and it is not a view op (those make no new bytes anyway).
 2. The result has the input's shape and dtype (``h + b`` with ``h`` of shape [4, 5] and
    ``b`` of shape [5] can overwrite ``h``, not ``b``). Add and mul may overwrite either
    operand; sub, div and the unary ops only the first.
 3. The input was made by a recorded op: overwriting a program input (a parameter, the
    data, a tensor created outside the recorded ops) would change the caller's tensors.
 4. The input's elements do not overlap each other (an expanded input cannot be written).
-5. The in-place variant's backward does not need the overwritten values. Here the
-   variant matters, not the recorded op: ``relu_`` takes its gradient from its *output*
-   (x > 0 exactly where relu(x) > 0), so it is fine; ``exp_``,
-   ``sigmoid_``, ``tanh_`` and ``sqrt_`` use their output too; ``add_``, ``sub_``, ``neg_``
-   need nothing; ``clamp_`` keeps a mask. ``mul_`` and ``div_`` need the old values when
-   the *other* operand needs a gradient (d(a·b)/db = a, d(a/b)/db = -a/b²) — refused then.
+5. The in-place variant's backward does not need the overwritten values (what it reads
+   instead is part of its declaration). Here the variant matters, not the recorded op:
+   ``relu_`` takes its gradient from its *output* (x > 0 exactly where relu(x) > 0), so it
+   is fine; ``exp_``, ``sigmoid_``, ``tanh_`` and ``sqrt_`` use their output too; ``add_``,
+   ``sub_``, ``neg_`` need nothing; ``clamp_`` keeps a mask. ``mul_`` and ``div_`` need the
+   old values when the *other* operand needs a gradient (d(a·b)/db = a, d(a/b)/db =
+   -a/b²) — refused then.
 6. No later use of the input's bytes: no other node saved them for backward (a saved
    tensor is a use during backward), no later op reads them (directly or through another
    view of the same storage), and they are not still alive when the trace ends (returned
@@ -49,24 +51,18 @@ from dataclasses import dataclass, field
 
 from .aliasing import Layout, overlaps_itself
 
-#: op name -> (in-place method, which input positions it may overwrite)
-VARIANTS = {
-    "Add": ("add_", (0, 1)), "Mul": ("mul_", (0, 1)), "Sub": ("sub_", (0,)), "Div": ("div_", (0,)),
-    "Relu": ("relu_", (0,)), "Clamp": ("clamp_", (0,)), "Exp": ("exp_", (0,)),
-    "Sigmoid": ("sigmoid_", (0,)), "Tanh": ("tanh_", (0,)), "Neg": ("neg_", (0,)),
-    "Sqrt": ("sqrt_", (0,)),
-}
+#: op name -> (in-place method, which input positions it may overwrite), and what the variant's
+#: backward uses, in words (rule 5). Filled by :func:`declare` from each op's own declaration
+#: (``inplace_variant`` on its :class:`~microtorch.node.Function` class) as the class is defined.
+VARIANTS: dict[str, tuple[str, tuple[int, ...]]] = {}
+_BACKWARD_USES: dict[str, str] = {}
 
-#: what each in-place variant's backward uses, in words (rule 5)
-_BACKWARD_USES = {
-    "Add": "add_ needs no values for backward", "Sub": "sub_ needs no values for backward",
-    "Neg": "neg_ needs no values for backward", "Clamp": "clamp_ keeps a boolean mask",
-    "Relu": "relu_ takes its gradient from its output (x > 0 exactly where relu(x) > 0)",
-    "Exp": "exp_ takes its gradient from its output", "Sigmoid": "sigmoid_ takes its gradient from its output",
-    "Tanh": "tanh_ takes its gradient from its output", "Sqrt": "sqrt_ takes its gradient from its output",
-    "Div": "div_ needs only the divisor (its own old values only if the divisor needs a gradient)",
-    "Mul": "mul_ needs only the other factor (its own old values only if the other factor needs a gradient)",
-}
+
+def declare(op: str, method: str, overwrites: tuple[int, ...], backward_uses: str) -> None:
+    """Op ``op`` has the in-place variant ``method``, which may overwrite the inputs at
+    ``overwrites`` and whose backward uses ``backward_uses`` (in words)."""
+    VARIANTS[op] = (method, tuple(overwrites))
+    _BACKWARD_USES[op] = backward_uses
 
 
 @dataclass

@@ -44,7 +44,7 @@ from .. import dtypes
 from ..autograd import gradient_sink
 from ..grad_mode import no_grad
 from ..memory.storage import empty_storage
-from ..tensor import Tensor, repoint
+from ..tensor_base import TensorBase as Tensor, repoint  # (below tensor.py, whose x.data setter calls assign_data)
 
 # storage id of a parameter buffer -> the FlatParameters that owns it (while it is alive)
 _registry: "weakref.WeakValueDictionary[int, FlatParameters]" = weakref.WeakValueDictionary()

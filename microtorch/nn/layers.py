@@ -36,10 +36,7 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound, generator)
 
     def forward(self, x):
-        params = self._parameters  # self.weight fails the normal lookup, then runs Module.__getattr__
-        if "weight" not in params:  # deleted: the attribute lookup raises PyTorch's AttributeError
-            return F.linear(x, self.weight, self.bias)
-        return F.linear(x, params["weight"], params["bias"])
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -17,7 +17,6 @@
 * :mod:`~microtorch.sparse.stats` — ``stats()``, ``reset_stats()``, ``record()`` (the log
   the pictures in :mod:`microtorch.viz.sparse` draw).
 """
-from ..tensor import Tensor
 from .base import SparseTensor
 from .buffers import gradient_pool
 from .coo import SparseCOOTensor, sparse_coo_tensor, to_sparse
@@ -26,11 +25,8 @@ from .gradient import GradientOptions, gradient_options, options
 from .spmm import mm
 from .stats import record, reset_stats, stats
 
-# as methods: S @ D, and dense → sparse (PyTorch's t.to_sparse(), t.to_sparse_csr())
+# as a method: S @ D (dense → sparse, t.to_sparse() and t.to_sparse_csr(), are Tensor's methods)
 SparseTensor.__matmul__ = mm
-Tensor.to_sparse = to_sparse
-Tensor.to_sparse_coo = to_sparse
-Tensor.to_sparse_csr = to_sparse_csr
 
 __all__ = ["GradientOptions", "SparseCOOTensor", "SparseCSRTensor", "SparseTensor", "gradient_options",
            "gradient_pool", "mm", "options", "record", "reset_stats", "sparse_coo_tensor",

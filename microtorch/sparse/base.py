@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 
 
 def densify_error(what: str, shape) -> TypeError:

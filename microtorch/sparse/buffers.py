@@ -24,7 +24,7 @@ import numpy as np
 from ..memory import placement
 from ..memory.pool import Pool
 from ..memory.storage import Storage
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 
 _gradient_pool = Pool(name="sparse grad pool")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .base import SparseTensor, as_index_array, as_values
 from .buffers import array_tensor
 from .coo import SparseCOOTensor

@@ -32,7 +32,7 @@ import contextlib
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from . import stats
 from .buffers import empty_gradient
 from .coo import SparseCOOTensor, coalesce_plan, sum_duplicates

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import Function
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor
 from .base import SparseTensor
 
 
