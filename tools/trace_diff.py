@@ -7,8 +7,12 @@ checkout — in a fresh Python process per notebook, with that checkout first on
 every :class:`Trace` the program makes, and writes each trace's events as the plain dicts a
 trace file holds. ``compare`` then matches two such dumps trace by trace, event by event.
 
-Thread ids (``thread`` fields) differ from run to run, so they are renamed by first
-appearance (``thread 1``, ``thread 2``...) before comparing; nothing else is changed::
+Two things differ from run to run of the same checkout and are pinned down: the cyclic
+garbage collector runs whenever the allocation count says, which moves the frees of
+tensors caught in reference cycles (and which allocators a ``baseline`` still sees), so
+the programs run with it off and collected just before each ``mt.trace()`` starts; and
+thread ids (``thread`` fields), renamed by first appearance (``thread 1``, ``thread 2``...)
+before comparing. Nothing else is changed::
 
     python tools/trace_diff.py run --base ../pristine --head . [--only 03_refcounts]
     python tools/trace_diff.py dump --repo . --out head.json       # one side
@@ -27,11 +31,11 @@ import tempfile
 from pathlib import Path
 
 _CATCHER = r'''
-import json, os, sys
+import gc, json, os, sys
 import microtorch as mt
 
 caught = []
-_init = mt.Trace.__init__
+_init, _enter = mt.Trace.__init__, mt.Trace.__enter__
 
 
 def _catch(self, *args, **kwargs):
@@ -39,7 +43,13 @@ def _catch(self, *args, **kwargs):
     caught.append(self)
 
 
-mt.Trace.__init__ = _catch
+def _enter_collected(self):
+    gc.collect()  # reference cycles freed here, not whenever the allocation count says
+    return _enter(self)
+
+
+mt.Trace.__init__, mt.Trace.__enter__ = _catch, _enter_collected
+gc.disable()
 
 from IPython.core.interactiveshell import InteractiveShell
 

@@ -43,9 +43,15 @@ registry), :mod:`~microtorch.viz.alias_sliders` (``alias_player``: sliders for a
 offset and strides over the alias picture), :mod:`~microtorch.viz.palette` (one colour-blind-safe palette of named kinds),
 :mod:`~microtorch.viz.events` (events in words, the step axis, "step 2 of 21 · event 15"),
 :mod:`~microtorch.viz.timeline` (per-trace facts the memory pictures share, computed once),
-:mod:`~microtorch.viz.figure` (figures outside pyplot, drawn in two layers for the player),
+:mod:`~microtorch.viz.figure` (figures outside pyplot, drawn in two layers for the player;
+:mod:`~microtorch.viz.text_metrics` is the one place a private matplotlib name is used, and why),
 :mod:`~microtorch.viz.dot` (DOT → SVG with or without a system Graphviz),
 :mod:`~microtorch.viz.header` (the title block drawn above a Graphviz picture).
+
+Every trace panel reads the trace's one replay (``tr.replay()``,
+:class:`microtorch.trace.replay.Replay`): its memory state at ``t``, the graph state its
+cursor drives (:meth:`~microtorch.trace.replay.Replay.follow`) and the per-trace facts kept
+with it (:meth:`~microtorch.trace.replay.Replay.facts`: timeline, event index, layouts).
 
 The matplotlib pictures return a :class:`~microtorch.viz.figure.PanelFigure`: it shows as
 SVG in Jupyter, and carries ``.facts`` (the numbers it draws: what tests assert on) and
@@ -59,7 +65,7 @@ import importlib
 _SUBMODULES = ("alias", "alias_sliders", "arena", "buddy", "conflict_graph", "dot", "events", "figure", "fixed_point", "graph",
                "graph_collapse", "graph_dot", "graph_state", "graph_text", "header", "live_sets", "liveness",
                "mapped", "numa", "packing", "palette", "plan_bars", "player", "pool", "recompute", "refcounts",
-               "sequence_player", "sparse", "threads", "timeline")
+               "sequence_player", "sparse", "text_metrics", "threads", "timeline")
 _PLAYERS = ("sequence_player", "liveness_player", "packing_player", "instruction_player")
 
 __all__ = ["player", "register_panel", "alias_player", "graph", "arena", "pool", "refcounts", "liveness", "alias",
