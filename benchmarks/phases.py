@@ -32,7 +32,7 @@ import gc
 import time
 
 from .harness import Row, summarize
-from .training import BATCH, SIZES, STEP, _Blas, _cpu, _data, microtorch_step, numpy_step
+from .training import BATCH, SIZES, STEP, _Blas, _cpu, _data, _matmuls, microtorch_step, numpy_step
 
 GROUP = "phases"
 
@@ -53,13 +53,16 @@ class _Phased:
         self.alloc: list[float] = []  # µs per step in microtorch's allocators
         self.allocations: list[float] = []
 
-    def repeat(self, n: int) -> None:
+    def repeat(self, n: int, before=None) -> None:
+        """``n`` steps; ``before`` (if given) runs, untimed, ahead of each one."""
         clock, marks, step = CLOCK, self.marks, self.step
         step()  # settle: the first step after another engine's runs on cold caches
         marks.clear()
         ns0, count0 = (self.pool.alloc_ns, self.pool.allocations) if self.pool is not None else (0, 0)
         spans = []
         for _ in range(n):
+            if before is not None:
+                before()
             t0 = clock()
             step()
             spans.append((t0, clock()))
@@ -113,6 +116,41 @@ def measure(quick: bool) -> dict[str, _Phased]:
     return engines
 
 
+def measure_cold(quick: bool) -> dict[str, _Phased]:
+    """The tiny step again, each step right after the full step's five matrix products
+    (untimed, in numpy, the same for both engines): the state a real step's Python runs in,
+    its code and objects pushed out of the core's caches by megabytes of BLAS traffic."""
+    import microtorch as mt
+
+    tiny = _data(batch=TINY_BATCH, sizes=TINY_SIZES)
+    products = _matmuls(None)["numpy"]
+    engines = {
+        "microtorch tiny cold": _Phased("microtorch tiny cold",
+                                        lambda m, c: microtorch_step("sgd", tiny, m, c), mt.memory.pool()),
+        "numpy tiny cold": _Phased("numpy tiny cold", lambda m, c: numpy_step(0.0, tiny, m, c)),
+    }
+    for e in engines.values():  # warm-up
+        e.repeat(3, products)
+        for series in (e.total, e.alloc, e.allocations, *e.samples.values()):
+            series.clear()
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    try:
+        for _ in range(5 if quick else 21):
+            for e in engines.values():
+                gc.collect()
+                gc.disable()
+                try:
+                    e.repeat(10 if quick else 20, products)
+                finally:
+                    if was_enabled:
+                        gc.enable()
+    finally:
+        gc.unfreeze()
+    return engines
+
+
 def rows(quick: bool) -> list[Row]:
     """The breakdown as table rows (microtorch vs raw numpy per phase) with the model in notes."""
     engines = measure(quick)
@@ -152,6 +190,19 @@ def rows(quick: bool) -> list[Row]:
                        f"{1 + fixed / floor:.3f}x predicted, {measured / floor:.3f}x measured; a CPU whose "
                        "interpreter is s times slower and whose matrix products are f times faster "
                        f"reads about 1 + s·f·{fixed / floor:.3f}"]))
+    cold = {name: summarize(e.total) for name, e in measure_cold(quick).items()}
+    fixed_cold = cold["microtorch tiny cold"].median_us - cold["numpy tiny cold"].median_us
+    out.append(Row(GROUP, f"{STEP} fixed cost, cold caches (step at {TINY} after the 5 products)",
+                   stats=cold["microtorch tiny cold"], peer="numpy (raw)", peer_stats=cold["numpy tiny cold"],
+                   notes=[f"the same tiny step, each one right after the full step's five matrix "
+                          "products (untimed, numpy, both engines alike): the Python now runs with its "
+                          "code and objects evicted from the core's caches, as between the products of "
+                          f"a real step; microtorch's overhead is ~{fixed_cold:.0f} µs per step "
+                          f"(warm: ~{fixed:.0f})",
+                          f"model with the cold overhead: 1 + {fixed_cold:.0f} / {floor:.0f} = "
+                          f"{1 + fixed_cold / floor:.3f}x predicted, {measured / floor:.3f}x measured: the "
+                          "engine's cost is its bookkeeping's memory footprint (objects and code "
+                          "touched per op, refetched after each product) more than its instruction count"]))
     return out
 
 

@@ -93,3 +93,34 @@ def _unbroadcast(g, shape):
 def tensor(data, requires_grad=False):
     """``torch.tensor``'s signature, so the benchmarks' shared engine code runs on it."""
     return Tensor(np.array(data))
+
+
+def linear(x, w, b):
+    """y = x Wᵀ + b (W in PyTorch's out × in layout), one closure like the ops above; x gets a
+    gradient only if an op made it (the input batch needs none, as in the other engines)."""
+    def backward(g):
+        if x._backward is not None:
+            x._push(g @ w.data)
+        w._push(g.T @ x.data)
+        b._push(g.sum(0))
+    y = x.data @ w.data.T
+    y += b.data
+    return Tensor(y, (x, w, b), backward)
+
+
+def cross_entropy(z, target):
+    """Mean over the rows of −log softmax(z)[target] (shifted by the row max), with the
+    gradient (softmax − onehot) / N — the training step's loss as one closure."""
+    n = z.data.shape[0]
+    rows = np.arange(n)
+    e = z.data - z.data.max(axis=1, keepdims=True)
+    picked = e[rows, target]
+    np.exp(e, out=e)
+    total = e.sum(axis=1, keepdims=True)
+
+    def backward(g):
+        d = e / total
+        d[rows, target] -= 1
+        d *= g / n
+        z._push(d)
+    return Tensor(np.asarray((np.log(total[:, 0]) - picked).mean()), (z,), backward)

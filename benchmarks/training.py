@@ -12,7 +12,9 @@ over 10 classes, SGD (lr 0.1). One iteration is the whole loop body::
   written by hand, in-place SGD (with momentum: PyTorch's buffer rule) — no engine at all,
   the floor any numpy-based engine can reach (target: microtorch ≤ 1.10× it);
 * PyTorch CPU eager: the same explicit modules (``nn.Sequential(nn.Linear, nn.ReLU,
-  nn.Linear)``), ``F.cross_entropy``, ``torch.optim.SGD``.
+  nn.Linear)``), ``F.cross_entropy``, ``torch.optim.SGD``;
+* the seed article's tinytorch (``benchmarks/tinytorch.py``, a closure per op), plain SGD:
+  the floor of a Python engine's design, next to the numpy floor.
 
 All three start from the same seeded weights and data, and before timing the group checks
 that their losses agree over a few steps (rtol 1e-4). The engines take turns, and each
@@ -290,6 +292,32 @@ def numpy_step(momentum: float = 0.0, data=None, marks: list | None = None, cloc
     return step
 
 
+def tinytorch_step(data=None):
+    """The same step on the seed article's tinytorch (:mod:`benchmarks.tinytorch`: closures
+    over numpy arrays, nothing else), plain SGD: the floor of a Python engine's design."""
+    from . import tinytorch as tt
+
+    xs, ys, layers = data or _data()
+    params = [tt.Tensor(p.copy()) for layer in layers for p in layer]  # W1, b1, W2, b2
+    lr = np.float32(LR)
+    state = {"steps": 0}
+
+    def step() -> float:
+        i = state["steps"] % BATCHES
+        state["steps"] += 1
+        for p in params:
+            p.grad = None
+        w1, b1, w2, b2 = params
+        loss = tt.cross_entropy(tt.linear(tt.linear(tt.Tensor(xs[i]), w1, b1).relu(), w2, b2), ys[i])
+        loss.backward()
+        for p in params:
+            p.data -= p.grad * lr
+        return loss.item()
+
+    step.steps = lambda: state["steps"]
+    return step
+
+
 def torch_step(momentum: float = 0.0, data=None):
     import torch
     import torch.nn.functional as F
@@ -327,6 +355,7 @@ TRAIN_CONFIGS = {  # name -> (builder, label)
     "microtorch arena": (lambda d: microtorch_step("arena", d), "microtorch"),
     "numpy": (lambda d: numpy_step(0.0, d), "numpy (raw)"),
     "numpy momentum": (lambda d: numpy_step(MOMENTUM, d), "numpy (raw)"),
+    "tinytorch": (tinytorch_step, "tinytorch (seed)"),
     "torch": (lambda d: torch_step(0.0, d), "torch"),
     "torch momentum": (lambda d: torch_step(MOMENTUM, d), "torch"),
 }
@@ -346,7 +375,8 @@ def _check_losses(built: dict, errors: dict) -> dict:
     for name, ref_name in (("microtorch", "numpy"), ("microtorch", "torch"),
                            ("microtorch momentum", "numpy momentum"),
                            ("microtorch momentum", "torch momentum"),
-                           ("microtorch arena", "numpy"), ("microtorch arena", "microtorch")):
+                           ("microtorch arena", "numpy"), ("microtorch arena", "microtorch"),
+                           ("tinytorch", "numpy")):
         if name not in losses or ref_name not in losses:
             continue
         mine, ref = losses[name], losses[ref_name]
@@ -431,6 +461,11 @@ def _train_rows(quick: bool, torch, torch_skip, blas: _Blas, defaults: dict) -> 
                                               "every step (parameters and .grad stay in the pool)"])
     a = row("microtorch arena", "microtorch")
     a.peer = "microtorch (pool)"
+    row("tinytorch", "numpy", notes=["the floor of the design: the seed article's tinytorch "
+                                     "(benchmarks/tinytorch.py: a closure per op over numpy arrays, a "
+                                     "linear op and a fused cross-entropy in the same style; no storages, "
+                                     "node records, version counters, checks or trace) on the same step, "
+                                     "plain SGD, p -= lr * grad"])
     rows[0].notes.append(after_note)
 
     if not quick:  # the libraries' own thread defaults, for the record

@@ -457,18 +457,19 @@ def _add_rows(p: np.ndarray, rows: np.ndarray, values: np.ndarray, scale: float,
               marks: np.ndarray) -> None:
     """p[rows[k]] += scale · values[k] for every k, repeated rows adding up — without sorting.
 
-    ``marks[rows] = k`` keeps, for each distinct row, the last k that wrote it; those
-    entries (one per row) are added with one fancy-indexed ``+=``, the few repeats with
-    ``np.add.at``. Equal to adding the coalesced gradient, up to the order of the sums."""
+    ``marks[rows] = k`` keeps, for each distinct row, the last k that wrote it. The few
+    repeats are first added (``np.add.at``) into that last entry's scaled values; then one
+    fancy-indexed ``+=`` over all the rows adds them, the last write of a repeated row
+    carrying the row's whole sum. Equal to adding the coalesced gradient, up to the order
+    of the sums."""
     k = np.arange(rows.size)
     marks[rows] = k
-    last = marks[rows] == k
-    if last.all():  # no repeats (the usual case for a large table)
-        p[rows] += np.multiply(values, scale, dtype=p.dtype)
-        return
-    p[rows[last]] += values[last] * scale
-    repeats = ~last
-    np.add.at(p, rows[repeats], values[repeats] * scale)
+    owner = marks[rows]
+    scaled = np.multiply(values, scale, dtype=p.dtype)
+    repeats = owner != k
+    if repeats.any():  # (none, the usual case for a large table)
+        np.add.at(scaled, owner[repeats], scaled[repeats])
+    p[rows] += scaled
 
 
 def _coalesced_rows(g) -> tuple[tuple[np.ndarray, ...], np.ndarray]:

@@ -61,9 +61,13 @@ class _Done(Exception):
 
 
 def _view_key(t: Tensor) -> tuple:
-    """Which bytes a saved tensor is: its storage and its view (start, shape, strides)."""
-    d = t._data
-    return t._storage.id, d.__array_interface__["data"][0], d.shape, d.strides
+    """Which bytes a saved tensor is: its storage and its view (start in bytes, shape, strides)."""
+    d, storage = t._data, t._storage
+    if d.nbytes == storage.nbytes and d.nbytes and d.flags.c_contiguous:
+        start = 0  # it spans its whole storage (an op's result: the usual case), so it starts there
+    else:
+        start = d.__array_interface__["data"][0] - storage.data.__array_interface__["data"][0]
+    return storage.id, start, d.shape, d.strides
 
 
 class Frame:
