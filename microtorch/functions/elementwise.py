@@ -139,10 +139,6 @@ class Pow(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.p == 2 and not grad_mode._grad_enabled:  # no graph to record: straight in numpy
-            (x,) = ctx.saved_arrays()
-            if x.dtype == g._data.dtype:
-                return _square_backward(g._data, x)
         (x,) = ctx.saved_tensors
         if ctx.p == 0:  # d(x⁰)/dx = 0 everywhere, also at x = 0 (where 0 · x⁻¹ would be nan), as in PyTorch
             return Tensor._wrap(np.zeros(x.shape, dtype=g.dtype))
@@ -150,14 +146,17 @@ class Pow(Function):
             return g * (2 * x)
         return g * ctx.p * x ** (ctx.p - 1)
 
-
-def _square_backward(g: np.ndarray, x: np.ndarray) -> Tensor:
-    """``g * (2 * x)``, the square's gradient (the same products in the same order), as two
-    numpy passes over one fresh result instead of two ops."""
-    out = Tensor._empty(x.shape, x.dtype)
-    np.multiply(x, 2, out=out._data)
-    np.multiply(g, out._data, out=out._data)
-    return out
+    @staticmethod
+    def numpy_backward(ctx, g):
+        """The square's ``g * (2 * x)`` as two numpy passes over one fresh result (the same
+        products in the same order); any other exponent, or mixed dtypes, take ``backward``."""
+        (x,) = ctx.saved_arrays()
+        if ctx.p != 2 or x.dtype != g._data.dtype:
+            return Pow.backward(ctx, g)
+        out = Tensor._empty(x.shape, x.dtype)
+        np.multiply(x, 2, out=out._data)
+        np.multiply(g._data, out._data, out=out._data)
+        return out
 
 
 class PowTensor(Function):

@@ -9,7 +9,6 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import grad_mode
 from ..node import Function
 from ..tensor_base import TensorBase as Tensor
 
@@ -77,11 +76,16 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if not grad_mode._grad_enabled and ctx.n:  # no graph to record: g / n written out in numpy
-            out = Tensor._empty(ctx.shape, g._data.dtype)
-            out._data[...] = np.true_divide(g._data.reshape(ctx.kept), np.array(ctx.n, g._data.dtype))
-            return out
         return _spread(g, ctx.kept, ctx.shape) / ctx.n
+
+    @staticmethod
+    def numpy_backward(ctx, g):
+        """g / n written into one fresh result by numpy (the same division)."""
+        if not ctx.n:
+            return Mean.backward(ctx, g)
+        out = Tensor._empty(ctx.shape, g._data.dtype)
+        out._data[...] = np.true_divide(g._data.reshape(ctx.kept), np.array(ctx.n, g._data.dtype))
+        return out
 
 
 class Amax(Function):
