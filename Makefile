@@ -7,6 +7,7 @@
 #   make slides  give every notebook cell RISE slide metadata (tools/slides.py; lecture mode)
 #   make mutate  mutation testing of the engine's core with mutmut (slow; not in CI; tests/README.md)
 #   make demo    serve the code-free memory explorer (demo/explorer.ipynb) with Voilà
+#   make lecture NB=notebooks/13_capstone.ipynb   present a notebook as reveal.js slides with live players (Voilà)
 #   make student write student versions of the notebooks with exercises (nbgrader) into build/student/
 #   make grade NB=path/to/submitted.ipynb   autograde one submitted notebook (nbgrader)
 #   make clean   remove .venv and build/test leftovers
@@ -32,7 +33,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 LAB_ROOT_ARG := --allow-root
 endif
 
-.PHONY: lab test bench mutate strip slides demo clean venv student grade
+.PHONY: lab test bench mutate strip slides demo lecture clean venv student grade
 
 # --- the virtual environment -------------------------------------------------------------
 # Created once; pip is upgraded once, right after creation.
@@ -75,6 +76,14 @@ test: $(VENV)/.installed-$(TEST_EXTRAS)
 # The memory explorer: a notebook Voilà serves as a page with no code (the `demo` extra).
 demo: $(VENV)/.installed-demo
 	cd demo && JUPYTER_PREFER_ENV_PATH=1 ../$(VENV)/bin/voila explorer.ipynb $(VOILA_ARGS)
+
+# Lecture slides with live players: Voilà runs the notebook and shows it as reveal.js slides
+# (its slide metadata: `make slides`), code hidden, through demo/'s offline reveal template.
+# (jupyterlab-rise's slideshow shows the players as text: README, "Teaching with microtorch".)
+LECTURE_NB = $(or $(NB),notebooks/00_start_here.ipynb)
+lecture: $(VENV)/.installed-demo
+	cd $(dir $(LECTURE_NB)) && JUPYTER_PREFER_ENV_PATH=1 JUPYTER_PATH="$(CURDIR)/demo/share/jupyter" \
+	  $(CURDIR)/$(VENV)/bin/voila $(notdir $(LECTURE_NB)) --template=microtorch-slides $(VOILA_ARGS)
 
 bench: $(VENV)/.installed-bench
 	$(VPY) benchmarks/run.py $(BENCH_ARGS)

@@ -27,6 +27,7 @@ Chromium binary.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -443,14 +444,15 @@ PRESENT_JS = "() => [...document.querySelectorAll('.reveal .slides section.prese
 
 
 @pytest.mark.timeout(300)
-def test_slideshow_runs_a_player(browser, lab):
+def test_rise_slideshow_runs_a_player(browser, lab):
     """Open a notebook as RISE presents it (the /rise/<path> page jupyterlab-rise serves),
     step through it with Shift+Enter (RISE's smart-exec: run the cell, go on to the next)
     until the first player has run, and move that player's slider on the slide.
 
     jupyterlab-rise 0.43.1 does not render ipywidgets 8 in its slideshow page (upstream
     jupyterlab-contrib/rise#119): while that holds the test stops there as xfail, after
-    checking that the slides were made and every cell up to the player ran without error."""
+    checking that the slides were made and every cell up to the player ran without error.
+    Lecture slides with live players go through Voilà instead: test_slideshow_runs_a_player."""
     try:
         import jupyterlab_rise  # noqa: F401  (the server extension behind /rise/)
     except ImportError:
@@ -553,9 +555,10 @@ def test_slideshow_runs_a_player(browser, lab):
 EXPLORER = ROOT / "demo" / "explorer.ipynb"
 
 
-@pytest.fixture
-def voila(tmp_path):
-    """Voilà serving demo/explorer.ipynb on a free localhost port; yields its URL."""
+@contextlib.contextmanager
+def _voila(tmp_path: Path, notebook: Path, *args: str, env_extra: dict | None = None):
+    """Voilà serving one notebook (from its own folder) on a free localhost port, with
+    isolated Jupyter dirs; yields its URL."""
     try:
         import voila as _  # noqa: F401
     except ImportError:
@@ -567,13 +570,13 @@ def voila(tmp_path):
                JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
                IPYTHONDIR=str(tmp_path / "ipython"), JUPYTER_PREFER_ENV_PATH="1",
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
-                   "PYTHONPATH", "").split(os.pathsep) if p]))
+                   "PYTHONPATH", "").split(os.pathsep) if p]), **(env_extra or {}))
     env.pop("MPLBACKEND", None)
     log_path = tmp_path / "voila.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "voila", EXPLORER.name, "--no-browser",
-                                 f"--port={port}", "--Voila.ip=127.0.0.1"],
-                                cwd=EXPLORER.parent, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, "-m", "voila", notebook.name, "--no-browser",
+                                 f"--port={port}", "--Voila.ip=127.0.0.1", *args],
+                                cwd=notebook.parent, env=env, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -596,6 +599,13 @@ def voila(tmp_path):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture
+def voila(tmp_path):
+    """Voilà serving demo/explorer.ipynb (`make demo`); yields its URL."""
+    with _voila(tmp_path, EXPLORER) as url:
+        yield url
 
 
 @pytest.mark.timeout(300)
@@ -639,3 +649,95 @@ def test_memory_explorer_records_and_plays(browser, voila):
             page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=True)
         finally:
             page.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# `make lecture`: a notebook as reveal.js slides with live players (Voilà, demo/'s template)
+# ---------------------------------------------------------------------------------------------
+LECTURE_TEMPLATES = ROOT / "demo" / "share" / "jupyter"  # JUPYTER_PATH entry: microtorch-slides
+SLIDE_ON_SCREEN_JS = f"(el) => !!({PRESENT_JS})() && ({PRESENT_JS})().contains(el)"
+
+
+@pytest.mark.timeout(300)
+def test_slideshow_runs_a_player(browser, tmp_path):
+    """`make lecture`: Voilà runs notebook 00 and shows it as reveal.js slides (its slide
+    metadata) through the microtorch-slides template. Page through it as a lecturer does
+    (Space: next slide or fragment) until the first player's slide is on screen, then move its
+    slider and press its "forward ▶" button: each time the step number and the picture change.
+    The page asks nothing of the network (every request goes to the Voilà server)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    notebook = ROOT / "notebooks" / SLIDESHOW
+    page = browser.new_page()
+    page_errors: list[str] = []
+    outside: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    with _voila(tmp_path, notebook, "--template=microtorch-slides",
+                env_extra={"JUPYTER_PATH": str(LECTURE_TEMPLATES)}) as url:
+        page.on("request", lambda r: None if r.url.startswith((url, "data:", "blob:"))
+                else outside.append(r.url))
+        try:
+            page.goto(url, timeout=KERNEL_READY_MS)
+            slider = page.locator(".reveal .slides .widget-slider").first
+            try:  # Voilà shows the page once every cell has run
+                page.wait_for_selector(".reveal.ready", state="attached", timeout=RUN_ALL_MS)
+                slider.wait_for(state="attached", timeout=RUN_ALL_MS)
+            except Exception:
+                pytest.fail(f"{SLIDESHOW}: no slideshow with a player within "
+                            f"{RUN_ALL_MS // 1000} s\nVoilà log:\n"
+                            + (tmp_path / "voila.log").read_text(errors="replace")[-3000:])
+            slides = page.locator(".reveal .slides section:not(.stack)").count()
+            assert slides > 5, f"{SLIDESHOW}: {slides} slides; is the slide metadata there?"
+            text = page.locator(".reveal .slides").text_content()
+            assert "import numpy as np" not in text, "the slides show code (sources not stripped)"
+            assert not any(w in text for w in ("Traceback", "Error displaying widget")), \
+                text[-2000:]
+
+            # Space through the deck (slides and fragments) until the player is on screen.
+            for _ in range(4 * slides):
+                if slider.evaluate(SLIDE_ON_SCREEN_JS) and slider.is_visible():
+                    break
+                before = page.url, page.evaluate(f"() => ({PRESENT_JS})()?.innerHTML.length")
+                page.keyboard.press("Space")
+                page.wait_for_function(  # the hash or the shown fragments changed
+                    f"([u, n]) => location.href !== u || ({PRESENT_JS})()?.innerHTML.length !== n"
+                    f" || !!document.querySelector('.reveal .current-fragment')",
+                    arg=list(before), timeout=WIDGET_MS)
+            else:
+                pytest.fail(f"{SLIDESHOW}: paged through the slides without reaching the player")
+            slider.scroll_into_view_if_needed()
+            handle = slider.locator(".noUi-handle").first
+            box = slider.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
+            forward = box.locator("button", has_text="forward").first
+
+            def moves(action, what):
+                value, pic = handle.get_attribute("aria-valuenow"), slider.evaluate(PICTURE_JS)
+                assert "<svg" in pic or "<img" in pic, "no picture beside the player's slider"
+                action()
+                page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
+                                       arg=[handle.element_handle(), value], timeout=WIDGET_MS)
+                try:
+                    page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
+                                           arg=[slider.element_handle(), pic],
+                                           timeout=WIDGET_MS, polling=100)
+                except Exception:
+                    pytest.fail(f"{SLIDESHOW} as slides: {what} moved the step from {value} to "
+                                f"{handle.get_attribute('aria-valuenow')}, but the picture "
+                                "did not change")
+                return value, handle.get_attribute("aria-valuenow")
+
+            def arrow():
+                handle.focus()
+                page.keyboard.press("ArrowRight")
+
+            first, second = moves(arrow, "the slider (ArrowRight on its handle)")
+            assert int(float(second)) == int(float(first)) + 1, (first, second)
+            third = moves(forward.click, 'the "forward ▶" button')[1]
+            assert int(float(third)) == int(float(second)) + 1, (second, third)
+            assert slider.evaluate(SLIDE_ON_SCREEN_JS), "the player left the slide on screen"
+            assert not page_errors, f"JavaScript errors: {page_errors}"
+            assert not outside, f"the slides asked the network: {outside}"
+        finally:
+            try:
+                page.screenshot(path=str(ARTIFACTS / "lecture-00_start_here.png"))
+            finally:
+                page.close()

@@ -166,7 +166,7 @@ def test_readme_shows_the_two_commands():
     assert commands[:2] == ["make lab", "make test"], f"the first commands in README.md are {commands[:2]}"
 
 
-@pytest.mark.parametrize("target", ["lab", "test", "bench", "strip", "clean"])
+@pytest.mark.parametrize("target", ["lab", "test", "bench", "strip", "clean", "demo", "lecture"])
 def test_makefile_targets(target):
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(rf"^{target}:", makefile, flags=re.M), f"Makefile has no `{target}` target"

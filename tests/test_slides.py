@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,28 @@ def test_the_script_only_adds_slide_types_and_keeps_nbgrader(tmp_path):
     slides.main(["--reset", str(path)])
     assert json.loads(path.read_text(encoding="utf-8"))["cells"][-1]["metadata"][
         "slideshow"]["slide_type"] == "slide"
+
+
+# `make lecture`: Voilà's reveal template, offline (tests/test_browser.py drives it in Chromium)
+LECTURE = ROOT / "demo" / "share" / "jupyter" / "voila" / "templates" / "microtorch-slides"
+
+
+def test_lecture_template_loads_nothing_from_outside():
+    """The template's reveal.js prefix is its own static folder, which holds reveal.css and
+    the theme it names, and no file of it names a URL of another host."""
+    conf = json.loads((LECTURE / "conf.json").read_text(encoding="utf-8"))
+    assert conf["base_template"] == "reveal"
+    reveal = conf["traitlet_configuration"]["resources"]["reveal"]
+    prefix = reveal["url_prefix"]
+    assert prefix.startswith("voila/templates/microtorch-slides/static/"), prefix  # page-relative
+    local = LECTURE / "static" / prefix.split("/static/", 1)[1]
+    assert (local / "dist" / "reveal.css").is_file()
+    assert (local / "dist" / "theme" / f"{reveal['theme']}.css").is_file()
+    assert (local / "LICENSE").is_file(), "reveal.js's licence travels with its style sheet"
+    remote = re.compile(r"""(url\(\s*["']?|@import\s+["']|(href|src)\s*=\s*["']|"url_prefix":\s*")"""
+                        r"\s*(https?:)?//")
+    files = [p for p in LECTURE.rglob("*") if p.suffix in (".j2", ".json", ".css")]
+    assert len(files) >= 4, files
+    for path in files:
+        found = remote.search(path.read_text(encoding="utf-8"))
+        assert not found, f"{path.relative_to(ROOT)} loads from another host: {found.group(0)}"

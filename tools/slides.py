@@ -1,7 +1,7 @@
-"""Give every notebook cell RISE slide metadata (`make slides`), so a lecture needs no scrolling.
+"""Give every notebook cell slide metadata (`make slides`), so a lecture needs no scrolling.
 
-JupyterLab's RISE extension (`jupyterlab-rise`, installed by `make lab`) reads
-`cell.metadata.slideshow.slide_type` on each cell:
+`make lecture` (Voilà's reveal.js slides, live players) and JupyterLab's RISE extension
+(`jupyterlab-rise`, installed by `make lab`) both read `cell.metadata.slideshow.slide_type`:
 
     slide      a new slide (left/right)        subslide  a new slide below (up/down)
     fragment   appears on the current slide    -         belongs to the current slide
