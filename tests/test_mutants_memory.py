@@ -1,5 +1,5 @@
 """Tests that kill mutants mutmut left alive in microtorch/memory/ (tests/README.md lists them)."""
-import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +52,7 @@ def test_stats_before_any_allocation_say_zero_time_per_allocation():
             "print(s['allocations'], s['mean_alloc_us'])\n")
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
-                         env={"PYTHONPATH": str(root), "PATH": ""}, check=True).stdout.split()
+                         env={**os.environ, "PYTHONPATH": str(root)}, check=True).stdout.split()
     assert out == ["0", "0.0"]
 
 
@@ -127,3 +127,27 @@ def test_pattern_costs_default_to_four_rounds_and_report_four_numbers():
     assert costs["streaming"]["migrations"] == pages
     assert costs["prefetched"] == {"us": pytest.approx(unified.Link().migrate_us(pages, fault=False)),
                                    "faults": 0, "migrations": pages, "prefetched": pages}
+
+
+# -- the reports' text -----------------------------------------------------------------------
+def test_alias_report_text_gives_each_views_byte_extent_and_the_shared_element():
+    base = mt.arange(12.)  # float32: element i is bytes [4i, 4i + 4)
+    text = str(mt.memory.alias(base[2:6], base[4:10]))
+    assert text.split("\n")[1:] == ["  a touches bytes [8, 24), b touches bytes [16, 40)",
+                                    "  a[2] and b[0] both read the element at byte 16"]
+    assert str(mt.memory.alias(base[3:3], base[4:10])).split("\n")[1] == \
+        "  a touches bytes none (empty), b touches bytes [16, 40)"
+    assert str(mt.memory.alias(base[4:10], base[3:3])).split("\n")[1] == \
+        "  a touches bytes [16, 40), b touches bytes none (empty)"
+
+
+def test_inplace_plan_text_has_one_line_per_op_then_the_saving():
+    x = mt.randn(4, 4)
+    with mt.trace() as tr:
+        (x * 2).relu().exp()
+    plan = mt.memory.inplace_plan(tr)
+    lines = str(plan).split("\n")
+    assert len(lines) == len(plan.decisions) + 1 == 4
+    assert [line.split(" -> ")[0] for line in lines[:3]] == ["op 0 Mul", "op 1 Relu", "op 2 Exp"]
+    assert lines[1].startswith("op 1 Relu") and "in place (relu_ into" in lines[1]
+    assert lines[-1] == f"saves {plan.saved_bytes} bytes of outputs; peak live bytes {plan.peak_before} -> {plan.peak_after}"
