@@ -1,0 +1,50 @@
+"""`make mutate`'s per-module test table ([tool.microtorch.mutate-tests] in pyproject.toml) and
+the plugin applying it (tests/mutmut_select.py): tests/README.md, "Mutation testing"."""
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests import mutmut_select
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["microtorch"]["mutate-tests"]
+
+
+def test_every_test_file_the_table_names_exists_and_every_prefix_is_a_module():
+    for prefix, files in TABLE.items():
+        parts = prefix.split(".")
+        assert (ROOT.joinpath(*parts).with_suffix(".py").is_file() or ROOT.joinpath(*parts).is_dir()), prefix
+        for f in files:
+            assert (ROOT / f).is_file(), f"{prefix}: {f} does not exist (renamed? update pyproject.toml)"
+
+
+def test_the_plugin_is_loaded_by_mutmut():
+    args = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]["pytest_add_cli_args"]
+    assert "tests.mutmut_select" in args and "tests.mutmut_gc" in args
+
+
+@pytest.mark.parametrize("mutant, files", [
+    ("microtorch.memory.pool.xǁPoolǁalloc__mutmut_3", TABLE["microtorch.memory"]),
+    ("microtorch.memory.trace.x_emit__mutmut_1", TABLE["microtorch.memory.trace"]),
+    ("microtorch.memory.trace_schema.x_check__mutmut_1", TABLE["microtorch.memory.trace_schema"]),
+    ("microtorch.exercises.course.x_student__mutmut_2", TABLE["microtorch.exercises.course"]),
+    ("microtorch.exercises.pool.x_worst_waste__mutmut_1", TABLE["microtorch.exercises"]),
+    ("microtorch.node.xǁFunctionǁapply__mutmut_1", None),  # not in the table: every covering test
+])
+def test_a_mutant_runs_the_files_of_the_longest_prefix_its_module_matches(monkeypatch, mutant, files):
+    monkeypatch.setenv("MUTANT_UNDER_TEST", mutant)
+    assert mutmut_select._allowed_files(TABLE) == (None if files is None else set(files))
+
+
+def test_the_other_passes_collect_the_union_of_the_patterns_files_or_everything(monkeypatch):
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "stats")
+    monkeypatch.setattr("sys.argv", ["mutmut", "run", "--max-children", "1", "microtorch.memory.pool.*",
+                                     "microtorch.exercises.pool.*"])
+    assert mutmut_select._allowed_files(TABLE) == set(TABLE["microtorch.memory"]) | set(TABLE["microtorch.exercises"])
+    monkeypatch.setattr("sys.argv", ["mutmut", "run", "microtorch.memory.*"])  # also every memory.* prefix
+    assert mutmut_select._allowed_files(TABLE) >= set(TABLE["microtorch.memory.trace"]) | set(TABLE["microtorch.memory"])
+    monkeypatch.setattr("sys.argv", ["mutmut", "run", "microtorch.memory.pool.*", "microtorch.node.*"])
+    assert mutmut_select._allowed_files(TABLE) is None  # node.py is not in the table: no narrowing
+    monkeypatch.setattr("sys.argv", ["mutmut", "run"])
+    assert mutmut_select._allowed_files(TABLE) is None
