@@ -33,7 +33,7 @@ def _worst_by_brute_force(classes, low, high):
     ([64, 1024], 64, 1024),
     ([64, 65, 66], 64, 66),                           # no request wastes anything
     ([100, 104, 108], 64, 108),                       # the first class holds the worst request (64)
-    ([64, 127, 200], 64, 128),                        # the worst request is the range's last byte
+    ([64, 65, 127, 1000], 64, 128),                   # the worst request is the range's last byte
     ([75, 95], 60, 95),                               # a tie (20 % twice): the first request counts
 ])
 def test_worst_waste_is_the_worst_request_over_every_size(classes, low, high):
@@ -50,6 +50,7 @@ def test_worst_waste_defaults_to_the_pools_range():
 @pytest.mark.parametrize("m", [1, 2, 4, 8, 16, 32])
 def test_even_classes_are_the_engines_classes(m):
     assert pool.even_classes(m) == mt.memory.size_classes(per_doubling=m)
+    assert all(type(c) is int for c in pool.even_classes(m))  # byte counts, printed in messages
     assert pool.even_classes(m, 128, 4096) == mt.memory.size_classes(128, 4096, per_doubling=m)
 
 
