@@ -11,7 +11,8 @@ right, so a block of order k is a bar 2ᵏ bytes wide:
 * **split** — halved into two buddies below (outlined only).
 
 The tree is replayed from the trace's ``buddy_alloc`` / ``buddy_free`` events (their splits
-and merges), so the picture is a pure function of the trace and ``t``.
+and merges) by :class:`BuddyReplayer`, the buddy concern of the trace's one replay, so the
+picture is a pure function of the trace and ``t``.
 
 ``render(trace, t)`` returns a :class:`~microtorch.viz.figure.PanelFigure` with ``facts``
 (:class:`BuddyFacts`) and ``description``; ``describe(trace, t)`` is the text alone.
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import palette
-from .events import clamp_step, step_label
+from .events import clamp_step, replay_of, step_label
 from .figure import DEFAULT_WIDTH, Painter, new_figure
 from .timeline import as_trace, fmt_bytes
 
@@ -64,29 +65,61 @@ class BuddyFacts:
         return sum(n.size for n in self.nodes if n.state == "in use")
 
 
+class BuddyReplayer:
+    """The buddy concern of a trace's replay (:meth:`~microtorch.trace.replay.Replay.follow`
+    drives it): per buddy allocator, the split blocks and live blocks after each event."""
+
+    def __init__(self, events: list):
+        self.events, self.t = events, -1
+        self.trees: dict[str, dict] = {}  # allocator -> heap_bytes, min_order, heaps, split, live
+
+    def apply(self, e) -> None:
+        self.t += 1
+        if e["kind"] not in ("buddy_alloc", "buddy_free"):
+            return
+        tree = self.trees.setdefault(e["allocator"], {"heap_bytes": 0, "min_order": 0, "heaps": 0,
+                                                      "split": frozenset(), "live": {}})
+        if e["kind"] == "buddy_alloc":
+            tree["heap_bytes"], tree["min_order"] = e["heap_bytes"], e["min_order"]
+            tree["heaps"] = max(tree["heaps"], e["heaps"])
+            tree["split"] = tree["split"] | {(e["heap"], o, k) for o, k in e["splits"]}
+            tree["live"] = {**tree["live"], e["block"]: (e["heap"], e["offset"], e["order"], e["nbytes"], e["tag"])}
+        else:
+            live = dict(tree["live"])
+            heap, _, _, _, _ = live.pop(e["block"])
+            tree["live"] = live
+            tree["split"] = tree["split"] - {(heap, o, k) for o, k in e["merges"]}
+
+    def snapshot(self) -> dict[str, dict]:
+        """``{allocator: tree}``; each tree's sets and dicts are replaced, never changed, by later events."""
+        return {name: dict(tree) for name, tree in self.trees.items()}
+
+
+def _trace_facts(trace) -> dict:
+    """Per-trace constants: the first buddy allocator, the deepest order and the most heaps
+    any ``buddy_alloc`` reached."""
+    allocs = [e for e in trace.events if e["kind"] == "buddy_alloc"]
+    return {"allocator": allocs[0]["allocator"] if allocs else None,
+            "deepest": min((e["order"] for e in allocs if e["order"] is not None), default=None),
+            "heaps": max((e["heaps"] for e in allocs), default=1)}
+
+
 def buddy_facts(trace, t: int | None = None, steps=None, *, allocator: str | None = None) -> BuddyFacts:
-    """The tree after events ``0..t`` as numbers (no matplotlib). ``allocator``: which buddy
-    allocator (default: the first in the trace)."""
+    """The tree after events ``0..t`` as numbers (no matplotlib), from the trace's one replay.
+    ``allocator``: which buddy allocator (default: the first in the trace)."""
     trace = as_trace(trace)
     t = clamp_step(trace, t)
-    events = [e for e in trace.events[: t + 1] if e["kind"] in ("buddy_alloc", "buddy_free")]
+    replay = replay_of(trace)
     if allocator is None:
-        allocator = next((e["allocator"] for e in trace.events if e["kind"] == "buddy_alloc"), None)
+        allocator = replay.facts("buddy", lambda: _trace_facts(trace))["allocator"]
     f = BuddyFacts(t, step_label(trace, t, steps), allocator)
-    split: set[tuple[int, int, int]] = set()
-    live: dict[int, tuple] = {}  # block id -> (heap, offset, order, nbytes, tag)
-    for e in events:
-        if e["allocator"] != allocator:
-            continue
-        if e["kind"] == "buddy_alloc":
-            f.heap_bytes, f.min_order, f.heaps = e["heap_bytes"], e["min_order"], max(f.heaps, e["heaps"])
-            split.update((e["heap"], o, k) for o, k in e["splits"])
-            live[e["block"]] = (e["heap"], e["offset"], e["order"], e["nbytes"], e["tag"])
-        else:
-            heap, _, _, _, _ = live.pop(e["block"])
-            split.difference_update((heap, o, k) for o, k in e["merges"])
-    in_use = {(h, o, k): (n, tag) for h, o, k, n, tag in live.values() if k is not None}
-    f.direct = [n for h, o, k, n, tag in live.values() if k is None]
+    tree = replay.follow(BuddyReplayer, t).get(allocator) if t >= 0 else None
+    if tree is None:
+        return f
+    f.heap_bytes, f.min_order, f.heaps = tree["heap_bytes"], tree["min_order"], tree["heaps"]
+    split = tree["split"]
+    in_use = {(h, o, k): (n, tag) for h, o, k, n, tag in tree["live"].values() if k is not None}
+    f.direct = [n for h, o, k, n, tag in tree["live"].values() if k is None]
     top = f.heap_bytes.bit_length() - 1
 
     def walk(heap: int, offset: int, k: int) -> None:
@@ -135,11 +168,11 @@ class BuddyPainter(Painter):
         super().__init__(trace, allocator=allocator)
         last = buddy_facts(trace, None, allocator=allocator)
         # rows: every order any step of the trace reached (the deepest split decides)
-        deepest = min((e["order"] for e in trace.events if e["kind"] == "buddy_alloc"
-                       and e["order"] is not None), default=last.min_order)
+        whole = replay_of(trace).facts("buddy", lambda: _trace_facts(trace))
+        deepest = last.min_order if whole["deepest"] is None else whole["deepest"]
         self.top = max(last.heap_bytes.bit_length() - 1, deepest)
         self.orders = list(range(self.top, deepest - 1, -1))
-        heaps = max(1, max((e["heaps"] for e in trace.events if e["kind"] == "buddy_alloc"), default=1))
+        heaps = max(1, whole["heaps"])
         self.fig = fig = new_figure(width, 1.6 + 0.32 * len(self.orders) * heaps)
         self.axes = fig.subplots(heaps, 1, squeeze=False)[:, 0]
         for h, ax in enumerate(self.axes):
