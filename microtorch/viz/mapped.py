@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import palette
-from .events import clamp_step, step_label
+from .events import clamp_step, replay_of, step_label
 from .figure import DEFAULT_WIDTH, Painter, new_figure
 from .timeline import as_trace
 
@@ -45,15 +45,38 @@ def _mask(e: dict) -> np.ndarray:
     return np.repeat(np.array(values, bool), e["runs"]) if e["runs"] else np.zeros(0, bool)
 
 
+class PagesReplayer:
+    """The mapped-pages concern of a trace's replay (:meth:`~microtorch.trace.replay.Replay.follow`
+    drives it): every mapped file's page snapshots so far."""
+
+    def __init__(self, events: list):
+        self.events, self.t = events, -1
+        self.snapshots: dict[str, tuple] = {}  # allocator -> its Snapshots so far
+
+    def apply(self, e) -> None:
+        self.t += 1
+        if e["kind"] == "mmap_pages":
+            shot = Snapshot(e["step"], e["label"], e["pages"], e["resident"], _mask(e))
+            self.snapshots[e["allocator"]] = self.snapshots.get(e["allocator"], ()) + (shot,)
+
+    def snapshot(self) -> dict[str, tuple]:
+        return dict(self.snapshots)
+
+
+def _first_file(trace):
+    return next((e["allocator"] for e in trace.events if e["kind"] == "mmap_pages"), None)
+
+
 def pages_facts(trace, t: int | None = None, steps=None, *, allocator: str | None = None) -> PagesFacts:
-    """The page snapshots of one mapped file up to ``t`` (no matplotlib)."""
+    """The page snapshots of one mapped file up to ``t`` (no matplotlib), from the trace's one replay."""
     trace = as_trace(trace)
     t = clamp_step(trace, t)
+    replay = replay_of(trace)
     if allocator is None:
-        allocator = next((e["allocator"] for e in trace.events if e["kind"] == "mmap_pages"), None)
+        allocator = replay.facts("mapped file", lambda: _first_file(trace))
     f = PagesFacts(t, step_label(trace, t, steps), allocator)
-    f.snapshots = [Snapshot(e["step"], e["label"], e["pages"], e["resident"], _mask(e))
-                   for e in trace.events[: t + 1] if e["kind"] == "mmap_pages" and e["allocator"] == allocator]
+    if t >= 0:
+        f.snapshots = list(replay.follow(PagesReplayer, t).get(allocator, ()))
     return f
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import palette
-from .events import clamp_step, step_label
+from .events import clamp_step, replay_of, step_label
 from .figure import DEFAULT_WIDTH, Painter, byte_ticks, new_figure
 from .timeline import as_trace, fmt_bytes
 
@@ -46,14 +46,32 @@ class ThreadFacts:
         return next((n for s, n in reversed(series) if s <= t), 0)
 
 
-def thread_facts(trace, t: int | None = None, steps=None, *, allocator: str | None = None) -> ThreadFacts:
-    """Per-thread cache bytes, allocations and the lock count, from the trace (no matplotlib)."""
-    trace = as_trace(trace)
-    t = clamp_step(trace, t)
-    if allocator is None:
-        allocator = next((e["allocator"] for e in trace.events if e["kind"] == "thread_cache"), None)
-    f = ThreadFacts(t, step_label(trace, t, steps), allocator)
-    allocated_by: dict[int, int] = {}
+class CrossFreeReplayer:
+    """The thread-cache concern of a trace's replay (:meth:`~microtorch.trace.replay.Replay.follow`
+    drives it): per pool, the blocks freed so far by a thread other than the one that allocated them."""
+
+    def __init__(self, events: list):
+        self.events, self.t = events, -1
+        self.allocated_by: dict[tuple, int] = {}  # (allocator, block) -> thread
+        self.cross: dict[str, int] = {}  # allocator -> cross-thread frees so far
+
+    def apply(self, e) -> None:
+        self.t += 1
+        if "thread" not in e:
+            return
+        key, th = (e.get("allocator"), e.get("block")), e["thread"]
+        if e["kind"] == "alloc_block":
+            self.allocated_by[key] = th
+        elif e["kind"] == "free_block" and self.allocated_by.get(key, th) != th:
+            self.cross[key[0]] = self.cross.get(key[0], 0) + 1
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.cross)
+
+
+def _series(trace, allocator) -> ThreadFacts:
+    """The whole trace's per-thread series of one pool (``t`` and ``when`` left unset)."""
+    f = ThreadFacts(-1, "", allocator)
     for e in trace.events:
         if e.get("allocator") != allocator or "thread" not in e:
             continue
@@ -65,10 +83,25 @@ def thread_facts(trace, t: int | None = None, steps=None, *, allocator: str | No
         if e["kind"] == "thread_cache":
             f.locks.append((e["step"], e["lock_acquisitions"]))
         elif e["kind"] == "alloc_block":
-            allocated_by[e["block"]] = th
             f.allocations[th].append((e["step"], len(f.allocations[th]) + 1))
-        elif e["kind"] == "free_block" and e["step"] <= t and allocated_by.get(e["block"], th) != th:
-            f.cross_frees += 1
+    return f
+
+
+def thread_facts(trace, t: int | None = None, steps=None, *, allocator: str | None = None) -> ThreadFacts:
+    """Per-thread cache bytes, allocations and the lock count (no matplotlib): the series are
+    per-trace facts of the trace's one replay, the cross-thread frees up to ``t`` its
+    :class:`CrossFreeReplayer`. The series are shared: treat them as read-only."""
+    trace = as_trace(trace)
+    t = clamp_step(trace, t)
+    replay = replay_of(trace)
+    if allocator is None:
+        allocator = replay.facts("thread-cache pool", lambda: next(
+            (e["allocator"] for e in trace.events if e["kind"] == "thread_cache"), None))
+    whole = replay.facts(("thread-cache series", allocator), lambda: _series(trace, allocator))
+    f = ThreadFacts(t, step_label(trace, t, steps), allocator, threads=whole.threads, cached=whole.cached,
+                    allocations=whole.allocations, locks=whole.locks)
+    if t >= 0:
+        f.cross_frees = replay.follow(CrossFreeReplayer, t).get(allocator, 0)
     return f
 
 
