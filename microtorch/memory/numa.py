@@ -159,35 +159,47 @@ def simulate(trace, affinity="thread", policy="first_touch", topology: Topology 
     topology = topology or Topology()
     if affinity == "thread":
         affinity = by_thread(trace, topology)
-    place = POLICIES.get(policy, policy) if isinstance(policy, str) else policy
-    if not callable(place):
-        raise ValueError(f"unknown NUMA policy {policy!r}; use one of {sorted(POLICIES)}, bind(n) or a function")
+    place = placement_policy(policy)
     sizes = storage_sizes(trace)
     report = NumaReport(getattr(place, "__name__", str(policy)), dict(initial or {}))
     ops = [e for e in trace.events if e["kind"] == "op"]
     for i, e in enumerate(ops):
-        node = affinity(i, e)
-        if not 0 <= node < topology.nodes:
-            raise ValueError(f"affinity put op {i} ({e['op']}) on node {node}; the topology has "
-                             f"{topology.nodes} node(s)")
-        ns = 0.0
-        touched = [(s, False) for s in e.get("input_storages") or [] if s is not None]
-        if e.get("output_storage") is not None:
-            touched.append((e["output_storage"], True))
-        for s, write in touched:
-            if s not in report.placement:  # first touch of a storage decides where its pages go
-                report.placement[s] = place(s, node, topology)
-            nbytes = sizes.get(s, 0)
-            pages = max(1, math.ceil(nbytes / PAGE))
-            for mem, frac in report.placement[s].items():
-                part = int(nbytes * frac)
-                ns += topology.access_ns(node, mem, part, accesses=max(1, round(pages * frac)))
-                if mem == node:
-                    report.local_bytes += part
-                else:
-                    report.remote_bytes += part
-        report.op_ns.append((e["step"], e["op"], node, ns))
+        charge(report, i, e, affinity(i, e), place, topology, sizes)
     return report
+
+
+def placement_policy(policy):
+    """``policy`` as a function ``(storage, writer_node, topology) -> {node: fraction}``."""
+    place = POLICIES.get(policy, policy) if isinstance(policy, str) else policy
+    if not callable(place):
+        raise ValueError(f"unknown NUMA policy {policy!r}; use one of {sorted(POLICIES)}, bind(n) or a function")
+    return place
+
+
+def charge(report: NumaReport, i: int, e, node: int, place, topology: Topology, sizes: dict) -> None:
+    """Charge the ``i``-th op ``e``, run on ``node``, to ``report``: a storage it touches for the
+    first time is placed by ``place``; then each of its input storages is read and its output
+    storage written once, locally or remotely by where their pages live."""
+    if not 0 <= node < topology.nodes:
+        raise ValueError(f"affinity put op {i} ({e['op']}) on node {node}; the topology has "
+                         f"{topology.nodes} node(s)")
+    ns = 0.0
+    touched = [(s, False) for s in e.get("input_storages") or [] if s is not None]
+    if e.get("output_storage") is not None:
+        touched.append((e["output_storage"], True))
+    for s, write in touched:
+        if s not in report.placement:  # first touch of a storage decides where its pages go
+            report.placement[s] = place(s, node, topology)
+        nbytes = sizes.get(s, 0)
+        pages = max(1, math.ceil(nbytes / PAGE))
+        for mem, frac in report.placement[s].items():
+            part = int(nbytes * frac)
+            ns += topology.access_ns(node, mem, part, accesses=max(1, round(pages * frac)))
+            if mem == node:
+                report.local_bytes += part
+            else:
+                report.remote_bytes += part
+    report.op_ns.append((e["step"], e["op"], node, ns))
 
 
 def affinity_score(trace, affinity, storage: int, node: int, frequency=None) -> float:

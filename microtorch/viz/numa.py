@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import palette
-from .events import clamp_step, step_label
+from .events import clamp_step, replay_of, step_label
 from .figure import DEFAULT_WIDTH, Painter, new_figure
 from .timeline import as_trace, fmt_bytes
 
@@ -39,24 +39,81 @@ class NumaFacts:
         return sum(o[3] for o in self.ops)
 
 
+def on_socket_0(i: int, e) -> int:
+    """The default affinity: every op runs on socket 0."""
+    return 0
+
+
+@dataclass(frozen=True)
+class NumaConcern:
+    """One run of the model (affinity, policy, topology) as a reducer of the trace's one
+    replay: ``replay.follow(NumaConcern(...), t)`` keeps one cursor per run."""
+    affinity: object
+    policy: object
+    topology: object
+
+    def __call__(self, events: list) -> "NumaReplayer":
+        return NumaReplayer(events, self.affinity, self.policy, self.topology)
+
+
+class NumaReplayer:
+    """Charges each op as its event comes (:func:`microtorch.memory.numa.charge`), with the
+    storage sizes and the threads seen so far; ``snapshot()`` is the report after event ``t``
+    and the op events charged."""
+
+    def __init__(self, events: list, affinity, policy, topology):
+        from ..memory import numa
+
+        self.events, self.t = events, -1
+        self.topology, self.affinity = topology, affinity
+        self.place = numa.placement_policy(policy)
+        self.report = numa.NumaReport(getattr(self.place, "__name__", str(policy)))
+        self.sizes: dict[int, int] = {}
+        self.ops: list = []
+        self.threads = {None: 0}  # the recording thread, then the others in order of appearance
+
+    def apply(self, e) -> None:
+        from ..memory import numa
+
+        self.t += 1
+        if "thread" in e:
+            self.threads.setdefault(e["thread"], len(self.threads) % self.topology.nodes)
+        if e["kind"] == "baseline":
+            self.sizes.update((s["storage"], s["nbytes"]) for s in e["storages"])
+        elif e["kind"] == "alloc":
+            self.sizes[e["storage"]] = e["nbytes"]
+        elif e["kind"] == "op":
+            i = len(self.ops)
+            node = self.threads[e.get("thread")] if self.affinity == "thread" else self.affinity(i, e)
+            numa.charge(self.report, i, e, node, self.place, self.topology, self.sizes)
+            self.ops.append(e)
+
+    def snapshot(self):
+        r = self.report
+        report = type(r)(r.policy, dict(r.placement), list(r.op_ns), r.local_bytes, r.remote_bytes)
+        return report, list(self.ops)
+
+
 def numa_facts(trace, t: int | None = None, steps=None, *, affinity=None, policy="first_touch",
                topology=None) -> NumaFacts:
-    """The model's placement and op costs for the ops up to ``t`` (no matplotlib)."""
+    """The model's placement and op costs for the ops up to ``t`` (no matplotlib), charged
+    op by op by the trace's one replay (:class:`NumaReplayer`)."""
     from ..memory import numa
-    from ..trace.recorder import Trace
     from ..memory.workload import storage_sizes
 
     trace = as_trace(trace)
     t = clamp_step(trace, t)
     topology = topology or numa.Topology()
-    affinity = affinity or (lambda i, e: 0)
-    upto = Trace(trace.events[: t + 1])
-    report = numa.simulate(upto, affinity, policy, topology)
-    sizes = storage_sizes(trace)
+    replay = replay_of(trace)
+    concern = NumaConcern(affinity or on_socket_0, policy, topology)
+    if t >= 0:
+        report, ops = replay.follow(concern, t)
+    else:
+        report, ops = concern(trace.events).snapshot()
+    sizes = replay.facts("storage sizes", lambda: storage_sizes(trace))
     f = NumaFacts(t, step_label(trace, t, steps), report.policy, topology.nodes,
                   local_bytes=report.local_bytes, remote_bytes=report.remote_bytes)
     f.storages = [(s, sizes.get(s, 0), where) for s, where in report.placement.items()]
-    ops = [e for e in upto.events if e["kind"] == "op"]
     for (step, op, node, ns), e in zip(report.op_ns, ops):
         remote = 0.0
         for s in [*(e.get("input_storages") or []), e.get("output_storage")]:
