@@ -92,7 +92,8 @@ class Replay:
     def follow(self, reducer, t: int):
         """The state of another concern after event ``t``, replayed by this replay's cursor.
 
-        ``reducer`` is a class with ``__init__(events)``, ``t`` (the last event applied, -1 at
+        ``reducer`` is a class (or a hashable callable: one cursor per distinct value, like
+        the NUMA panel's :class:`~microtorch.viz.numa.NumaConcern`) with ``__init__(events)``, ``t`` (the last event applied, -1 at
         first), ``apply(event)`` and ``snapshot()`` (an independent, read-only state): the
         graph picture's :class:`~microtorch.viz.graph_state.GraphReplayer`, say. One cursor per
         reducer is kept here: stepping forward applies only the new events, stepping back

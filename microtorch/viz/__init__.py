@@ -49,9 +49,11 @@ offset and strides over the alias picture), :mod:`~microtorch.viz.palette` (one 
 :mod:`~microtorch.viz.header` (the title block drawn above a Graphviz picture).
 
 Every trace panel reads the trace's one replay (``tr.replay()``,
-:class:`microtorch.trace.replay.Replay`): its memory state at ``t``, the graph state its
-cursor drives (:meth:`~microtorch.trace.replay.Replay.follow`) and the per-trace facts kept
-with it (:meth:`~microtorch.trace.replay.Replay.facts`: timeline, event index, layouts).
+:class:`microtorch.trace.replay.Replay`): its memory state at ``t``, the states its
+cursor drives (:meth:`~microtorch.trace.replay.Replay.follow`: the graph, the buddy tree, the
+thread caches' cross-thread frees, the mapped pages, the NUMA model's charges) and the
+per-trace facts kept with it (:meth:`~microtorch.trace.replay.Replay.facts`: timeline, event
+index, layouts, each allocator panel's constants).
 
 The matplotlib pictures return a :class:`~microtorch.viz.figure.PanelFigure`: it shows as
 SVG in Jupyter, and carries ``.facts`` (the numbers it draws: what tests assert on) and
