@@ -243,6 +243,7 @@ class Function:
                 ctx.needs_input_grad = needs
         out = cls.forward(ctx, *args, **kwargs)  # may read ctx.needs_input_grad to save less
         result = ctx._wrap_result(out, inputs, requires_grad)
+        forward_saved = ctx._to_save  # held to the end: a temporary forward saved is freed after its op event
         if requires_grad:  # (without a graph, ctx is dropped right here)
             ctx._record_node(inputs, result)
         rec = _trace.active

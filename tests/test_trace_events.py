@@ -173,3 +173,61 @@ def test_trace_diff_finds_a_changed_event_and_ignores_thread_ids():
     assert not equal and any(f"event {i} (alloc)" in ln and "nbytes" in ln for ln in lines)
     equal, lines = td.compare(base, {"nb.ipynb": {"failed": None, "traces": [events[:-1]]}})
     assert not equal
+
+
+def test_trace_diff_renumber_ignores_ids_shifted_by_untraced_allocations():
+    td = _trace_diff()
+    events = [e.to_dict() for e in _program().events]
+
+    def shifted(o, key=None):  # every id as a run that allocated 1000 more times first would have it
+        if isinstance(o, dict):
+            o = {k: shifted(v, k) for k, v in o.items()}
+            if o.get("holder", "").startswith("tensor "):
+                o["holder"] = f"tensor {int(o['holder'][7:]) + 1000}"
+            return o
+        if isinstance(o, list):
+            return [shifted(x, key) for x in o]
+        return o + 1000 if key in td._ID_FIELDS and isinstance(o, int) and o else o
+
+    a, b = ({"nb": {"failed": None, "traces": [t]}} for t in (events, [shifted(e) for e in events]))
+    assert not td.compare(a, b)[0]
+    assert td.compare(a, b, renumber=True)[0]
+    swapped = [dict(e) for e in b["nb"]["traces"][0]]
+    k = next(k for k, e in enumerate(swapped) if e["kind"] == "op" and len(set(e["inputs"])) == 2)
+    swapped[k]["inputs"] = swapped[k]["inputs"][::-1]
+    assert not td.compare(a, {"nb": {"failed": None, "traces": [swapped]}}, renumber=True)[0]
+
+
+def _first(events, pred, start=0):
+    return next(k for k in range(start, len(events)) if pred(events[k]))
+
+
+def test_a_temporary_forward_saved_is_let_go_after_its_op_event():
+    # CrossEntropy saves softmax(x), a tensor made inside forward: its holder lets go of it
+    # only once the op event that lists it as saved is recorded (as before the refactor)
+    x = mt.randn(4, 3, requires_grad=True)
+    t = mt.tensor([0, 2, 1, 0])
+    with mt.trace() as tr:
+        mt.nn.functional.cross_entropy(x, t)
+    events = [e.to_dict() for e in tr.events]
+    op = _first(events, lambda e: e["kind"] == "op" and e["op"] == "CrossEntropy")
+    probs = events[op]["saved"][1]
+    drop = _first(events, lambda e: e["kind"] == "refcount" and e["storage"] == probs and e["delta"] == -1)
+    assert drop > op
+
+
+def test_relu_inplace_backward_frees_its_mask_before_letting_go_of_the_saved_output():
+    x = mt.randn(2, 3, requires_grad=True)
+    with mt.trace() as tr:
+        y = x * 2
+        y.relu_()
+        y.sum().backward()
+    events = [e.to_dict() for e in tr.events]
+    relu = _first(events, lambda e: e["kind"] == "op" and e["op"] == "Relu_")
+    (out,) = events[relu]["saved"]
+    mul = _first(events, lambda e: e["kind"] == "op" and e["op"] == "Mul" and e["phase"] == "backward")
+    mask = events[mul]["input_storages"][1]
+    freed = _first(events, lambda e: e["kind"] == "free" and e["storage"] == mask, mul)
+    let_go = _first(events, lambda e: e["kind"] == "refcount" and e["storage"] == out and e["delta"] == -1
+                    and e["holder"].startswith("tensor"), mul)
+    assert freed < let_go

@@ -12,9 +12,13 @@ garbage collector runs whenever the allocation count says, which moves the frees
 tensors caught in reference cycles (and which allocators a ``baseline`` still sees), so
 the programs run with it off and collected just before each ``mt.trace()`` starts; and
 thread ids (``thread`` fields), renamed by first appearance (``thread 1``, ``thread 2``...)
-before comparing. Nothing else is changed::
+before comparing. Nothing else is changed, unless ``--renumber`` is given: storage, block
+and tensor ids are process-wide counters, so a checkout that allocates (or makes tensors) a
+different number of times *before* a trace starts, in untraced cells, shifts every such id
+inside it; ``--renumber`` renames them by first appearance within each trace, to see whether
+anything else differs::
 
-    python tools/trace_diff.py run --base ../pristine --head . [--only 03_refcounts]
+    python tools/trace_diff.py run --base ../pristine --head . [--only 03_refcounts] [--renumber]
     python tools/trace_diff.py dump --repo . --out head.json       # one side
     python tools/trace_diff.py compare base.json head.json
 
@@ -111,8 +115,40 @@ def _threads_renamed(events: list[dict]) -> list[dict]:
     return out
 
 
-def compare(base: dict, head: dict) -> tuple[bool, list[str]]:
-    """``(equal, report lines)``: every notebook's traces, event for event."""
+_ID_FIELDS = {"storage": "storage", "output_storage": "storage", "grad_storage": "storage",
+              "input_storages": "storage", "saved": "storage", "source": "storage", "block": "block",
+              "tensor": "tensor", "inputs": "tensor", "output": "tensor", "leaf": "tensor", "roots": "tensor"}
+
+
+def _ids_renumbered(events: list[dict]) -> list[dict]:
+    """Storage, block and tensor ids renamed 1, 2, ... by first appearance in the trace (also
+    inside a baseline's nested lists, and a ``holder`` such as "tensor 12")."""
+    names: dict = {"storage": {}, "block": {}, "tensor": {}}
+
+    def rename(space, v):
+        if isinstance(v, list):
+            return [rename(space, x) for x in v]
+        if isinstance(v, int) and not isinstance(v, bool) and v:  # (0: "no storage")
+            return names[space].setdefault(v, len(names[space]) + 1)
+        return v
+
+    def walk(o):
+        if isinstance(o, dict):
+            o = {k: rename(_ID_FIELDS[k], v) if k in _ID_FIELDS else walk(v) for k, v in o.items()}
+            holder = o.get("holder")
+            if isinstance(holder, str) and holder.startswith("tensor ") and holder[7:].isdigit():
+                o["holder"] = f"tensor {rename('tensor', int(holder[7:]))}"
+            return o
+        if isinstance(o, list):
+            return [walk(x) for x in o]
+        return o
+
+    return [walk(e) for e in events]
+
+
+def compare(base: dict, head: dict, renumber: bool = False) -> tuple[bool, list[str]]:
+    """``(equal, report lines)``: every notebook's traces, event for event (storage and block
+    ids renamed by first appearance if ``renumber``)."""
     lines, equal = [], True
     total_traces = total_events = 0
     for name in sorted(set(base) | set(head)):
@@ -130,6 +166,8 @@ def compare(base: dict, head: dict) -> tuple[bool, list[str]]:
         same = True
         for k, (ta, tb) in enumerate(zip(a["traces"], b["traces"])):
             ta, tb = _threads_renamed(ta), _threads_renamed(tb)
+            if renumber:
+                ta, tb = _ids_renumbered(ta), _ids_renumbered(tb)
             if len(ta) != len(tb):
                 lines.append(f"{name}: trace {k}: {len(ta)} events in base, {len(tb)} in head")
                 same = False
@@ -159,11 +197,13 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="compare two dumps")
     c.add_argument("base", type=Path)
     c.add_argument("head", type=Path)
+    c.add_argument("--renumber", action="store_true", help="rename storage, block and tensor ids by first appearance per trace")
     r = sub.add_parser("run", help="dump both checkouts and compare")
     r.add_argument("--base", type=Path, required=True)
     r.add_argument("--head", type=Path, default=Path("."))
     r.add_argument("--only", nargs="*")
     r.add_argument("--keep", type=Path, help="a folder to keep the two dumps in")
+    r.add_argument("--renumber", action="store_true", help="rename storage, block and tensor ids by first appearance per trace")
     args = ap.parse_args(argv)
     if args.command == "dump":
         dump(args.repo, args.out, args.only)
@@ -175,7 +215,7 @@ def main(argv=None) -> int:
         keep.mkdir(parents=True, exist_ok=True)
         base = dump(args.base, keep / "base.json", args.only)
         head = dump(args.head, keep / "head.json", args.only)
-    equal, lines = compare(base, head)
+    equal, lines = compare(base, head, args.renumber)
     print("\n".join(lines))
     return 0 if equal else 1
 

@@ -359,10 +359,16 @@ class Relu(Function):
         return Relu.compute(x._data, ctx.empty(x.shape, x.dtype))
 
     @staticmethod
+    def mask(z: Tensor, dtype) -> Tensor:
+        """(z ≠ 0) as a tensor of ``dtype``: the derivative, read from the output."""
+        mask = Tensor._empty(z.shape, dtype)
+        mask._data[...] = z._data != 0
+        return mask
+
+    @staticmethod
     def backward(ctx, g):
         (z,) = ctx.saved_tensors
-        mask = Tensor._empty(z.shape, g.dtype)
-        mask._data[...] = z._data != 0
+        mask = Relu.mask(z, g.dtype)
         return g * mask
 
     @staticmethod

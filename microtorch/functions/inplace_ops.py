@@ -136,11 +136,12 @@ class Clamp_(_InplaceOp):
         return Clamp.masked(g, ctx.inside)
 
 
-def inplace_of(op: type[Function]) -> type[_InplaceOp]:
+def inplace_of(op: type[Function], backward=None) -> type[_InplaceOp]:
     """The in-place op of a unary ``op`` whose declared variant's backward reads its output
     or nothing (``op.inplace_variant``), derived from ``op`` itself: forward writes
     ``op.compute`` into x's own bytes (asking for the output to be saved, if backward reads
-    it), and backward *is* ``op``'s backward — so the formula exists once."""
+    it), and backward *is* ``op``'s backward — so the formula exists once (``backward``, if
+    given, replaces it: the same formula, built from ``op``'s parts)."""
     reads = op.inplace_variant.reads
     if reads not in ("output", "nothing"):
         raise TypeError(f"{op.__name__}'s in-place variant reads {reads!r}: write it by hand")
@@ -156,10 +157,17 @@ def inplace_of(op: type[Function]) -> type[_InplaceOp]:
            f":func:`inplace_of`): backward is its own, reading the {'output' if reads == 'output' else 'incoming gradient only'}.")
     return type(f"{op.__name__}_", (_InplaceOp,), {
         "__doc__": doc, "__module__": __name__, "__qualname__": f"{op.__name__}_", "variant_of": op,
-        "forward": staticmethod(forward), "backward": op.__dict__["backward"]})
+        "forward": staticmethod(forward), "backward": staticmethod(backward) if backward else op.__dict__["backward"]})
 
 
-Relu_ = inplace_of(Relu)
+def _relu_backward_mask_first(ctx, g):
+    """Relu's backward, g ⊙ (z ≠ 0), with the mask a temporary: released before the saved
+    output, the order relu_ has always traced (Relu's own releases the output first)."""
+    (z,) = ctx.saved_tensors
+    return g * Relu.mask(z, g.dtype)
+
+
+Relu_ = inplace_of(Relu, _relu_backward_mask_first)
 Exp_ = inplace_of(Exp)
 Sigmoid_ = inplace_of(Sigmoid)
 Tanh_ = inplace_of(Tanh)
