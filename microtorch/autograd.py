@@ -177,6 +177,17 @@ class GradientSink:
         if self.home(leaf) is not None:
             del self._homes[id(leaf)]
 
+    def destinations(self, node: Function) -> list[Tensor | None]:
+        """Where ``node`` may write each input's gradient, for an op that fills destinations
+        (``fills_destinations``) in a plain ``backward()``: per input edge, the leaf's home
+        when the edge is a placed leaf whose ``.grad`` is None (so :meth:`accumulate` would
+        set it, not add to it) and that feeds the node once, else None (a fresh array).
+        The op then computes that gradient in place, and accumulating it copies nothing."""
+        edges = node.next
+        return [home if (isinstance(e, Tensor) and e._grad is None and (home := self.home(e)) is not None
+                         and [x is e for x in edges].count(True) == 1)  # (by identity: == is elementwise)
+                else None for e in edges]
+
     def accumulate(self, leaf: Tensor, g: Tensor, create_graph: bool = False) -> None:
         """``leaf.grad += g``, or the first time ``leaf.grad = g`` (into the leaf's home, if placed).
 
@@ -193,7 +204,8 @@ class GradientSink:
             if create_graph:
                 leaf.grad = g
             elif (home := self.home(leaf)) is not None:
-                np.copyto(home._data, g._data)  # straight into the flat gradient buffer
+                if g is not home:  # (it is when the node wrote it there: see destinations)
+                    np.copyto(home._data, g._data)  # straight into the flat gradient buffer
                 home._storage.version += 1
                 leaf._grad = home  # (right by construction: no need for the checked .grad setter)
             else:
@@ -308,7 +320,7 @@ def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None, pl
     grad_enabled, grad_mode._grad_enabled = grad_mode._grad_enabled, bool(create_graph)
     _plain.append(plain)
     try:
-        _execute(roots, buffers, sink, retain_graph, order, on_node, rec)
+        _execute(roots, buffers, sink, gradient_sink if plain else None, retain_graph, order, on_node, rec)
     finally:
         _plain.pop()
         grad_mode._grad_enabled = grad_enabled
@@ -316,7 +328,7 @@ def _run(roots, sink, retain_graph, create_graph, order="deps", on_node=None, pl
             rec.phase = "forward"
 
 
-def _execute(roots, buffers, sink, retain_graph, order, on_node, rec) -> None:
+def _execute(roots, buffers, sink, homes, retain_graph, order, on_node, rec) -> None:
     if order == "topo":
         schedule = [_alive(n) for n in _topological_order(roots)]
         if rec is not None:
@@ -324,7 +336,7 @@ def _execute(roots, buffers, sink, retain_graph, order, on_node, rec) -> None:
                      schedule=[_trace.node_id(n) for n in schedule])
         for node in schedule:
             if node in buffers:
-                _run_node(node, buffers, sink, retain_graph, on_node, rec, None, None)
+                _run_node(node, buffers, sink, homes, retain_graph, on_node, rec, None, None)
         return
     reachable = _dependencies(roots)
     # the roots' nodes, once each in the order given, are the keys buffers holds so far
@@ -333,10 +345,12 @@ def _execute(roots, buffers, sink, retain_graph, order, on_node, rec) -> None:
         rec.emit("backward", order="deps", roots=[rec.tensor(t) for _, _, t in roots],
                  pending=_pending(reachable), ready=[_trace.node_id(n) for n in ready])
     while ready:
-        _run_node(ready.pop(), buffers, sink, retain_graph, on_node, rec, reachable, ready)
+        _run_node(ready.pop(), buffers, sink, homes, retain_graph, on_node, rec, reachable, ready)
 
 
-def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready) -> None:
+def _run_node(node, buffers, sink, homes, retain_graph, on_node, rec, reachable, ready) -> None:
+    """Run one node's backward and route its gradients. ``homes``: the gradient sink, in a
+    plain ``backward()``, to ask where an op that fills destinations may write (else None)."""
     g = buffers.pop(node)
     if on_node is not None:
         on_node(node, g)
@@ -345,7 +359,10 @@ def _run_node(node, buffers, sink, retain_graph, on_node, rec, reachable, ready)
             t = ref()
             if t is not None:
                 t.grad = g.detach() if t.grad is None else t.grad + g.detach()
-    grads = node._call_backward(g)
+    if homes is not None and node.fills_destinations:
+        grads = node._call_backward(g, homes.destinations(node))
+    else:
+        grads = node._call_backward(g)
     if not isinstance(grads, tuple):
         grads = (grads,)
     edges = node.next

@@ -170,6 +170,7 @@ class Function:
     is_view = False
     inplace_variant: InplaceVariant | None = None  # the op's in-place form, if it has one
     numpy_backward = None  # optional: backward's formula on numpy arrays, for a pass that records no graph
+    fills_destinations = False  # numpy_backward(ctx, g, out) may write gradient i into out[i] (from the engine)
     inplace = False  # the op writes its result into its first input's bytes (functions/inplace_ops.py)
     # Per-node state. Class-level defaults keep creating a node cheap: a node only gets
     # instance attributes for what it actually records.
@@ -301,14 +302,16 @@ class Function:
                  output_storage=result._storage.id, inplace=type(self).inplace)
 
     # -- running backward (called by the engine, microtorch.autograd) -----------------------
-    def _call_backward(self, g: Tensor):
+    def _call_backward(self, g: Tensor, out: list | None = None):
         """This node's gradients for the inputs, given ``g`` = d(loss)/d(output). The engine
         sets grad mode to ``create_graph`` for the backward pass; with grad mode off no graph
         of the backward is needed, so the op's ``numpy_backward``, if it has one, runs instead
-        of ``backward`` (the same formula on arrays, no op applications)."""
+        of ``backward`` (the same formula on arrays, no op applications). ``out``: for an op
+        that ``fills_destinations``, the engine's destination per input (a tensor to write
+        that gradient into, or None); the op never asks where a gradient goes."""
         op = type(self)
         if op.numpy_backward is not None and not grad_mode._grad_enabled:
-            return op.numpy_backward(self, g)
+            return op.numpy_backward(self, g) if out is None else op.numpy_backward(self, g, out)
         return op.backward(self, g)
 
     def _retain(self, t: Tensor) -> None:

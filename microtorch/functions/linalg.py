@@ -110,11 +110,15 @@ class Linear(Function):
 
     **Two paths, one formula.** When backward itself needs no graph (no ``create_graph``),
     the engine runs :meth:`numpy_backward`, which computes the same three products with numpy,
-    written straight into fresh storages — up to five op applications less per layer; a trace
-    then shows the node's run and its allocations, no inner ops. With ``create_graph=True``
+    written straight into fresh storages or into the destinations the engine hands it (W's and
+    b's slices of a flat gradient buffer, ``fills_destinations``) — up to five op applications
+    and a weight-sized copy less per layer; a trace then shows the node's run and its
+    allocations, no inner ops. With ``create_graph=True``
     backward runs
     the microtorch ops below, which record a differentiable graph.
     """
+
+    fills_destinations = True
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
@@ -153,9 +157,10 @@ class Linear(Function):
         return (gx, gw) if ctx.bias_shape is None else (gx, gw, gb)
 
     @staticmethod
-    def numpy_backward(ctx, g):
+    def numpy_backward(ctx, g, out=None):
         """``backward``'s products in numpy, on the saved arrays x and W (no graph, no
-        recorder): see the class docstring."""
+        recorder): see the class docstring. ``out[i]``, when the engine gives one, is where
+        input i's gradient goes (W's or b's slice of a flat gradient buffer): computed there."""
         need_x, need_w = ctx.needs_input_grad[:2]
         x, weight = ctx.saved_arrays()
         gd = g._data
@@ -164,18 +169,25 @@ class Linear(Function):
             gx = Tensor._empty(gd.shape[:-1] + weight.shape[1:], gd.dtype)
             np.matmul(gd, weight, out=gx._data)
         if need_w:
-            gw = Tensor._empty(ctx.input_shapes[1], gd.dtype)
+            gw = _destination(out, 1, ctx.input_shapes[1], gd.dtype)
             if x.ndim == 1:
                 np.multiply(gd[:, None], x, out=gw._data)
             else:
                 np.matmul(gd.reshape(-1, gd.shape[-1]).T, x.reshape(-1, x.shape[-1]), out=gw._data)
         if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
             if ctx.bias_shape == gd.shape[-1:] and gd.ndim > 1:
-                gb = Tensor._empty(ctx.bias_shape, gd.dtype)
+                gb = _destination(out, 2, ctx.bias_shape, gd.dtype)
                 np.add.reduce(gd.reshape(-1, gd.shape[-1]), axis=0, out=gb._data)
             else:
                 gb = unbroadcast(g, ctx.bias_shape)
         return (gx, gw) if ctx.bias_shape is None else (gx, gw, gb)
+
+
+def _destination(out, i, shape, dtype) -> Tensor:
+    """The tensor to write input ``i``'s gradient into: the engine's ``out[i]`` if it gave
+    one of that shape and dtype, else a fresh one."""
+    d = None if out is None else out[i]
+    return d if d is not None and d._data.shape == shape and d._data.dtype == dtype else Tensor._empty(shape, dtype)
 
 
 def _broadcasts_to(shape, target) -> bool:
