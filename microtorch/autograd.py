@@ -146,7 +146,9 @@ class GradientSink:
     (:func:`microtorch.nn.flatten_parameters`). While such a leaf's ``.grad`` is None (before
     its first backward, or after ``zero_grad()``), the sink writes the gradient into the
     home and makes the home ``.grad`` again: no allocation, and the optimizer finds every
-    gradient in one buffer. :meth:`remove` undoes a placement (the leaf moved out).
+    gradient in one buffer. An op that ``fills_destinations`` (``Linear``) is handed those
+    homes by the engine (:meth:`destinations`) and computes the gradient there, so nothing is
+    copied either. :meth:`remove` undoes a placement (the leaf moved out).
 
     Keyed by identity, and an entry goes when its leaf does (a ``WeakKeyDictionary`` would
     compare tensors with ``==``, which is elementwise).

@@ -22,7 +22,8 @@ buffer's is 1 + one per gradient view.
 **``.grad`` is None until the first backward**, as in PyTorch: the view is placed on the
 engine's gradient sink as the parameter's *gradient home*
 (``autograd.gradient_sink.place(p, view)``, :class:`microtorch.autograd.GradientSink`), and
-the first gradient is copied into it — no allocation. ``zero_grad()`` sets every ``.grad`` back to
+the first gradient is written into it (``Linear``'s backward, handed the view by the engine,
+computes it there; another op's gradient is copied in) — no allocation. ``zero_grad()`` sets every ``.grad`` back to
 None (PyTorch's default) and the next backward refills the homes the same way: one write
 of the buffer per step. ``zero_grad(set_to_none=False)`` is one ``fill(0)`` of the buffer
 instead, and backward then adds into the zeros (a fill, then a read and a write).
