@@ -81,10 +81,14 @@ class Event:
         return value
 
     def get(self, name: str, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
+        if name == "kind":
+            return self.kind
+        if name in _FIELD_NAMES[type(self)]:
+            value = getattr(self, name)
+            if value is not UNSET:
+                return value
+        extra = self.extra
+        return default if extra is None else extra.get(name, default)
 
     def __contains__(self, name: str) -> bool:
         try:
