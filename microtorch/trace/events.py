@@ -72,13 +72,14 @@ class Event:
     def __getitem__(self, name: str):
         if name == "kind":
             return self.kind
-        value = getattr(self, name) if name in _FIELD_NAMES[type(self)] else UNSET
-        if value is UNSET:
-            extra = self.extra
-            if extra is not None and name in extra:
-                return extra[name]
-            raise KeyError(name)
-        return value
+        if name in _FIELD_NAMES[type(self)]:
+            value = getattr(self, name)
+            if value is not UNSET:
+                return value
+        extra = self.extra
+        if extra is not None and name in extra:
+            return extra[name]
+        raise KeyError(name)
 
     def get(self, name: str, default=None):
         if name == "kind":
