@@ -72,19 +72,24 @@ class Event:
     def __getitem__(self, name: str):
         if name == "kind":
             return self.kind
-        value = getattr(self, name) if name in _FIELD_NAMES[type(self)] else UNSET
-        if value is UNSET:
-            extra = self.extra
-            if extra is not None and name in extra:
-                return extra[name]
-            raise KeyError(name)
-        return value
+        if name in _FIELD_NAMES[type(self)]:
+            value = getattr(self, name)
+            if value is not UNSET:
+                return value
+        extra = self.extra
+        if extra is not None and name in extra:
+            return extra[name]
+        raise KeyError(name)
 
     def get(self, name: str, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
+        if name == "kind":
+            return self.kind
+        if name in _FIELD_NAMES[type(self)]:
+            value = getattr(self, name)
+            if value is not UNSET:
+                return value
+        extra = self.extra
+        return default if extra is None else extra.get(name, default)
 
     def __contains__(self, name: str) -> bool:
         try:

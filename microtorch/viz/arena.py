@@ -99,11 +99,11 @@ class ArenaFacts:
 def _growths(events) -> dict[str, dict[int, int]]:
     out: dict[str, dict[int, int]] = {}
     for e in events:
-        if e["kind"] == "arena_chunk":
+        if e.kind == "arena_chunk":
             if not e.get("growth"):
-                out[e["arena"]] = {}
+                out[e.arena] = {}
             else:
-                out.setdefault(e["arena"], {})[e["chunk"]] = e["step"]
+                out.setdefault(e.arena, {})[e.chunk] = e.step
     return out
 
 

@@ -97,7 +97,7 @@ class TraceIndex:
             return None
         best = found[0]
         for e in found:
-            if e["step"] <= t:
+            if e.step <= t:
                 best = e
         return best
 

@@ -33,7 +33,7 @@ class GraphState:
     def status(self, nid: int) -> str:
         """``"done"``, ``"ready"``, ``"waiting"``, ``"unreached"`` or ``"forward"``."""
         bw = self.backward
-        if bw is None or self.ops[nid]["step"] > bw["step"]:
+        if bw is None or self.ops[nid].step > bw["step"]:
             return "forward"
         if nid in bw["done"]:
             return "done"
