@@ -93,9 +93,16 @@ def measure(quick: bool) -> dict[str, _Phased]:
         "numpy tiny": _Phased("numpy tiny", lambda m, c: numpy_step(0.0, tiny, m, c)),
     }
     steps = {"microtorch": 5, "numpy": 5, "microtorch tiny": 100, "numpy tiny": 100}
-    rounds = 5 if quick else 21
-    for e in engines.values():  # warm-up
-        e.repeat(steps[e.name])
+    return _take_turns(engines, 5 if quick else 21, warm=lambda e: steps[e.name],
+                       timed=lambda e: steps[e.name] * (1 if quick else 4))
+
+
+def _take_turns(engines: dict, rounds: int, warm, timed, before=None) -> dict[str, _Phased]:
+    """Warm each engine up (``warm(e)`` steps, then its samples cleared), then ``rounds`` rounds
+    in which the engines take turns at ``timed(e)`` steps, the garbage collector off inside a
+    turn and the objects alive before the rounds frozen out of its view."""
+    for e in engines.values():
+        e.repeat(warm(e), before)
         for series in (e.total, e.alloc, e.allocations, *e.samples.values()):
             series.clear()
     was_enabled = gc.isenabled()
@@ -107,7 +114,7 @@ def measure(quick: bool) -> dict[str, _Phased]:
                 gc.collect()
                 gc.disable()
                 try:
-                    e.repeat(steps[e.name] * (1 if quick else 4))
+                    e.repeat(timed(e), before)
                 finally:
                     if was_enabled:
                         gc.enable()
@@ -129,26 +136,8 @@ def measure_cold(quick: bool) -> dict[str, _Phased]:
                                         lambda m, c: microtorch_step("sgd", tiny, m, c), mt.memory.pool()),
         "numpy tiny cold": _Phased("numpy tiny cold", lambda m, c: numpy_step(0.0, tiny, m, c)),
     }
-    for e in engines.values():  # warm-up
-        e.repeat(3, products)
-        for series in (e.total, e.alloc, e.allocations, *e.samples.values()):
-            series.clear()
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.freeze()
-    try:
-        for _ in range(5 if quick else 21):
-            for e in engines.values():
-                gc.collect()
-                gc.disable()
-                try:
-                    e.repeat(10 if quick else 20, products)
-                finally:
-                    if was_enabled:
-                        gc.enable()
-    finally:
-        gc.unfreeze()
-    return engines
+    return _take_turns(engines, 5 if quick else 21, warm=lambda e: 3,
+                       timed=lambda e: 10 if quick else 20, before=products)
 
 
 def rows(quick: bool) -> list[Row]:
