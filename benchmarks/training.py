@@ -7,7 +7,8 @@ over 10 classes, SGD (lr 0.1). One iteration is the whole loop body::
 
 * microtorch: ``mt.nn.Sequential(Linear, ReLU, Linear)``, ``mt.cross_entropy``,
   ``mt.optim.SGD`` (flat parameter/gradient buffers); the same with momentum 0.9; and the
-  plain-SGD step inside ``with mt.memory.step_arena(arena):`` with one arena reused;
+  plain-SGD step inside ``with mt.memory.step_arena(arena):`` with one arena reused; and
+  inside ``with mt.memory.use_heap():`` (results in numpy arrays of their own, no pool);
 * raw numpy: forward (``x @ W1ᵀ + b1``, relu, ``@ W2ᵀ + b2``, log-softmax, nll), backward
   written by hand, in-place SGD (with momentum: PyTorch's buffer rule) — no engine at all,
   the floor any numpy-based engine can reach (target: microtorch ≤ 1.10× it);
@@ -40,7 +41,7 @@ numpy on one flat array (the floor), a per-parameter Python loop in numpy, and
 ``torch.optim`` (its default — which on CPU resolves to the per-parameter loop, foreach
 off — and ``foreach=True``).
 
-    python -m benchmarks.training --profile sgd      # cProfile of microtorch's step (sgd|momentum|arena)
+    python -m benchmarks.training --profile sgd      # cProfile of microtorch's step (sgd|momentum|arena|heap)
 """
 from __future__ import annotations
 
@@ -212,11 +213,19 @@ def _module_step(lib, cross_entropy, momentum: float, data, marks: list | None =
 
 
 def microtorch_step(config: str, data=None, marks: list | None = None, clock=time.perf_counter):
-    """A microtorch training step: ``config`` is "sgd", "momentum" or "arena" (sgd in a step arena)."""
+    """A microtorch training step: ``config`` is "sgd", "momentum", "arena" (sgd in a step
+    arena) or "heap" (sgd in ``use_heap()``: every result its own numpy array, no pool)."""
     import microtorch as mt
 
     plain = _module_step(mt, mt.cross_entropy, MOMENTUM if config == "momentum" else 0.0, data, marks,
                          clock)
+    if config == "heap":
+        def on_the_heap() -> float:
+            with mt.memory.use_heap():
+                return plain()
+
+        on_the_heap.steps = plain.steps
+        return on_the_heap
     if config != "arena":
         return plain
     arena = mt.memory.Arena(name="training step arena")
@@ -353,6 +362,7 @@ TRAIN_CONFIGS = {  # name -> (builder, label)
     "microtorch": (lambda d: microtorch_step("sgd", d), "microtorch"),
     "microtorch momentum": (lambda d: microtorch_step("momentum", d), "microtorch"),
     "microtorch arena": (lambda d: microtorch_step("arena", d), "microtorch"),
+    "microtorch heap": (lambda d: microtorch_step("heap", d), "microtorch"),
     "numpy": (lambda d: numpy_step(0.0, d), "numpy (raw)"),
     "numpy momentum": (lambda d: numpy_step(MOMENTUM, d), "numpy (raw)"),
     "tinytorch": (tinytorch_step, "tinytorch (seed)"),
@@ -376,6 +386,7 @@ def _check_losses(built: dict, errors: dict) -> dict:
                            ("microtorch momentum", "numpy momentum"),
                            ("microtorch momentum", "torch momentum"),
                            ("microtorch arena", "numpy"), ("microtorch arena", "microtorch"),
+                           ("microtorch heap", "numpy"),
                            ("tinytorch", "numpy")):
         if name not in losses or ref_name not in losses:
             continue
@@ -461,6 +472,10 @@ def _train_rows(quick: bool, torch, torch_skip, blas: _Blas, defaults: dict) -> 
                                               "every step (parameters and .grad stay in the pool)"])
     a = row("microtorch arena", "microtorch")
     a.peer = "microtorch (pool)"
+    row("microtorch heap", "numpy", notes=["heap: the sgd step inside `with mt.memory.use_heap():`, "
+                                           "every result a numpy array of its own (np.empty) instead "
+                                           "of a pool block: what the size-class pool's bookkeeping "
+                                           "costs per step (a design choice, not a target)"])
     row("tinytorch", "numpy", notes=["the floor of the design: the seed article's tinytorch "
                                      "(benchmarks/tinytorch.py: a closure per op over numpy arrays, a "
                                      "linear op and a fused cross-entropy in the same style; no storages, "
@@ -699,7 +714,7 @@ def profile(config: str, steps: int, top: int = 15) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="training benchmark: profile microtorch's training step")
-    p.add_argument("--profile", choices=("sgd", "momentum", "arena"), default="sgd")
+    p.add_argument("--profile", choices=("sgd", "momentum", "arena", "heap"), default="sgd")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--top", type=int, default=15)
     args = p.parse_args(argv)
