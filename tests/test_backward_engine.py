@@ -36,6 +36,7 @@ def graph_nodes(t: mt.Tensor) -> set:
 
 
 # -- the two orders agree -----------------------------------------------------------------------
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(3, 20), st.integers(1, 4))
 def test_deps_and_topo_give_identical_gradients_on_random_dags(seed, n_steps, n_leaves):
@@ -58,6 +59,7 @@ def test_deps_and_topo_give_identical_gradients_on_random_dags(seed, n_steps, n_
                                    err_msg=f"leaf v{i} of\n{prog.describe()}")
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["deps", "topo"]))
 def test_every_node_runs_exactly_once(seed, order):
@@ -106,6 +108,7 @@ def test_the_same_root_twice_gets_both_gradients(order):
 
 
 # -- linear, not exponential --------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["deps", "topo"])
 def test_ten_thousand_node_chain(order):
     x = leaf(1.0)
@@ -134,6 +137,7 @@ def test_doubling_forty_times_is_linear(order):
     assert len(tr.filter("node_run")) == 40
 
 
+@pytest.mark.slow
 def test_deleting_a_deep_graph_without_backward():
     x = leaf([1.0, 2.0])
     s = None

@@ -79,6 +79,7 @@ def test_random_chains_checkpoint_sequential(widths, segments, seed, reentrant, 
 @settings(max_examples=20, deadline=None)
 @given(widths=st.lists(st.integers(1, 5), min_size=3, max_size=6), seed=st.integers(0, 10_000),
        cut=st.integers(1, 5))
+@pytest.mark.slow
 def test_random_chains_create_graph(widths, seed, cut):
     """Second derivatives through a checkpoint (double backward through the recomputed graph)."""
     net = _mlp(widths, seed, act="tanh")
@@ -235,6 +236,7 @@ def _kept_after_forward(run):
     return out, kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reentrant", VARIANTS)
 def test_forward_keeps_only_the_inputs(reentrant):
     net = _mlp([32] * 9)  # 8 Linear+ReLU layers, float64
@@ -299,6 +301,7 @@ def test_trace_with_recompute_events_saves_and_loads(tmp_path):
     assert back.live_bytes() == tr.live_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.oracle
 @pytest.mark.parametrize("reentrant", VARIANTS)
 def test_matches_torch_utils_checkpoint(reentrant):

@@ -466,6 +466,7 @@ def test_mse_loss(shape, reduction, seed):
 
 
 # -- composites and second derivatives ----------------------------------------------------------
+@pytest.mark.slow
 @OPS
 @given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), seeds)
 def test_two_layer_network(n, d, h, seed):

@@ -30,7 +30,9 @@ def test_the_plugin_is_loaded_by_mutmut():
     ("microtorch.trace.schema.x_check__mutmut_1", TABLE["microtorch.trace"]),
     ("microtorch.exercises.course.x_student__mutmut_2", TABLE["microtorch.exercises.course"]),
     ("microtorch.exercises.pool.x_worst_waste__mutmut_1", TABLE["microtorch.exercises"]),
-    ("microtorch.node.xǁFunctionǁapply__mutmut_1", None),  # not in the table: every covering test
+    ("microtorch.node.xǁFunctionǁapply__mutmut_1", TABLE["microtorch.node"]),
+    ("microtorch.functions.linalg.xǁLinearǁforward__mutmut_1", TABLE["microtorch.functions"]),
+    ("microtorch.sparse.coo.x_coalesce__mutmut_1", None),  # not in the table: every covering test
 ])
 def test_a_mutant_runs_the_files_of_the_longest_prefix_its_module_matches(monkeypatch, mutant, files):
     monkeypatch.setenv("MUTANT_UNDER_TEST", mutant)
@@ -44,7 +46,7 @@ def test_the_other_passes_collect_the_union_of_the_patterns_files_or_everything(
     assert mutmut_select._allowed_files(TABLE) == set(TABLE["microtorch.memory"]) | set(TABLE["microtorch.exercises"])
     monkeypatch.setattr("sys.argv", ["mutmut", "run", "microtorch.exercises.*"])  # also every exercises.* prefix
     assert mutmut_select._allowed_files(TABLE) == set(TABLE["microtorch.exercises.course"]) | set(TABLE["microtorch.exercises"])
-    monkeypatch.setattr("sys.argv", ["mutmut", "run", "microtorch.memory.pool.*", "microtorch.node.*"])
-    assert mutmut_select._allowed_files(TABLE) is None  # node.py is not in the table: no narrowing
+    monkeypatch.setattr("sys.argv", ["mutmut", "run", "microtorch.memory.pool.*", "microtorch.sparse.*"])
+    assert mutmut_select._allowed_files(TABLE) is None  # sparse/ is not in the table: no narrowing
     monkeypatch.setattr("sys.argv", ["mutmut", "run"])
     assert mutmut_select._allowed_files(TABLE) is None

@@ -53,6 +53,7 @@ def assert_close(ours, theirs, what="", rtol=1e-7, atol=1e-9):
 
 
 # -- random programs ----------------------------------------------------------------------------
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(4, 16), st.integers(1, 3))
 def test_random_programs_match_torch(seed, n_steps, n_leaves):
