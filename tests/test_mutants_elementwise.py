@@ -1,0 +1,102 @@
+"""Elementwise ops and broadcasting where a mutation run (issue #21, `make mutate`,
+tests/README.md) found mutants no test noticed: integer powers with negative exponents,
+which gradient ``a ** b`` gives when only one operand needs it, backward passes that must stay
+silent where the math gives NaN or inf, relu's graph-recording backward, and backward
+computing (and recording) gradients only for inputs that need them.
+
+No torch needed: expected values come from exact arithmetic (``fractions``), numpy, or the
+derivative's formula evaluated by hand.
+"""
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import microtorch as mt
+
+
+def leaf(values, dtype=mt.float64):
+    return mt.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def truncated_power(x: int, y: int) -> int:
+    """x ** y rounded toward zero, exactly; 0 ** negative is 0 (PyTorch's integer answer)."""
+    if x == 0 and y < 0:
+        return 0
+    return int(Fraction(x) ** y)  # int() truncates toward zero
+
+
+@pytest.mark.parametrize("dtype", [mt.int64, mt.int32])
+def test_integer_powers_with_negative_exponents_round_toward_zero(dtype):
+    xs, ys = list(range(-3, 4)), list(range(-3, 4))  # every base against every exponent, 0 included
+    out = mt.tensor([[x] for x in xs], dtype=dtype) ** mt.tensor(ys, dtype=dtype)
+    assert out.dtype == dtype and out.shape == (7, 7)
+    assert out.tolist() == [[truncated_power(x, y) for y in ys] for x in xs]
+
+
+def test_integer_power_with_one_negative_exponent_leaves_the_others_exact():
+    # one negative exponent sends the whole tensor down the integer path; x ** 0 is 1, x ** 1 is x
+    out = mt.tensor([5, 5, 5, -7, 1, -1, -1]) ** mt.tensor([-1, 0, 1, 0, -4, -4, -5])
+    assert out.tolist() == [0, 1, 5, 1, 1, 1, -1]
+
+
+def test_pow_with_a_constant_tensor_exponent_gives_the_base_its_gradient():
+    av, bv = np.array([0.5, 2.0, 3.0]), np.array([3.0, -1.0, 0.5])
+    a, b = leaf(av), mt.tensor(bv, dtype=mt.float64)  # only the base needs a gradient
+    (a ** b).sum().backward()
+    assert b.grad is None
+    np.testing.assert_allclose(a.grad.numpy(), bv * av ** (bv - 1), rtol=1e-12)
+
+    a, b = mt.tensor(av, dtype=mt.float64), leaf(bv)  # only the exponent does
+    (a ** b).sum().backward()
+    assert a.grad is None
+    np.testing.assert_allclose(b.grad.numpy(), av ** bv * np.log(av), rtol=1e-12)
+
+
+def test_pow_backward_is_silent_where_the_gradient_is_nan_or_inf():
+    # a = 0 with b < 0: 0^b = inf, ln 0 = -inf;  a < 0 with b = 0.5: NaN.  PyTorch warns about none.
+    av, bv = np.array([0.0, -1.0, 2.0, 0.0]), np.array([-1.0, 0.5, 2.0, 2.0])
+    a, b = leaf(av), leaf(bv)
+    z = a ** b
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        z.sum().backward()
+    with np.errstate(all="ignore"):
+        ga = bv * av ** (bv - 1)
+        gb = np.where((av == 0) & (bv >= 0), 0.0, av ** bv * np.log(av))
+    np.testing.assert_array_equal(a.grad.numpy(), ga)  # [-inf, nan, 4, 0]
+    np.testing.assert_array_equal(b.grad.numpy(), gb)  # [-inf, nan, 4 ln 2, 0]
+
+
+def test_remainder_backward_is_silent_where_the_divisor_is_zero():
+    # dz/db = -⌊a / b⌋: -inf for 1 % 0.0, NaN for 0 % 0.0 (PyTorch warns about neither)
+    a, b = leaf([1.0, 0.0, 7.0]), leaf([0.0, 0.0, 2.0])
+    z = a % b
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        z.sum().backward()
+    assert a.grad.tolist() == [1.0, 1.0, 1.0]
+    np.testing.assert_array_equal(b.grad.numpy(), [-np.inf, np.nan, -3.0])
+
+
+def test_relu_gradient_with_create_graph_is_the_mask_not_a_division_by_it():
+    x, w = leaf([-2.0, 0.0, 3.0, 0.5]), leaf([5.0, 7.0, 11.0, 13.0])
+    (g,) = mt.autograd.grad((mt.relu(x) * w).sum(), x, create_graph=True)
+    assert g.requires_grad  # a graph of the backward was recorded (through w): backward ran, not numpy_backward
+    assert g.tolist() == [0.0, 0.0, 11.0, 13.0]
+
+
+def backward_ops(loss):
+    """The ops run during ``loss.backward()``, in order (read from the trace)."""
+    with mt.trace() as tr:
+        loss.backward()
+    return [e["op"] for e in tr.filter("op")]
+
+
+def test_remainder_backward_computes_no_gradient_for_a_constant_dividend():
+    # a broadcast constant dividend: its gradient would need a sum over the broadcast dimension
+    b = leaf([1.0, 2.0, 3.0])
+    ops = backward_ops((mt.tensor([7.0], dtype=mt.float64) % b).sum())
+    assert "Sum" not in ops, ops  # (the loss's own sum goes back as an Expand)
+    assert b.grad.tolist() == [-7.0, -3.0, -2.0]
