@@ -94,9 +94,27 @@ def backward_ops(loss):
     return [e["op"] for e in tr.filter("op")]
 
 
-def test_remainder_backward_computes_no_gradient_for_a_constant_dividend():
-    # a broadcast constant dividend: its gradient would need a sum over the broadcast dimension
-    b = leaf([1.0, 2.0, 3.0])
-    ops = backward_ops((mt.tensor([7.0], dtype=mt.float64) % b).sum())
-    assert "Sum" not in ops, ops  # (the loss's own sum goes back as an Expand)
-    assert b.grad.tolist() == [-7.0, -3.0, -2.0]
+C, B = np.array([7.0]), np.array([1.0, 2.5, 3.0])  # a constant of shape (1,), broadcast against b
+
+# d(op)/db for b the second / the first operand, worked from each op's docstring formula
+CONSTANT_FIRST = {
+    "add": np.ones(3), "sub": -np.ones(3), "mul": np.repeat(C, 3), "div": -C / B ** 2,
+    "remainder": -np.floor(C / B), "pow": C ** B * np.log(C),
+}
+CONSTANT_SECOND = {
+    "add": np.ones(3), "sub": np.ones(3), "mul": np.repeat(C, 3), "div": 1 / np.repeat(C, 3),
+    "remainder": np.ones(3), "pow": C * B ** (C - 1),
+}
+
+
+@pytest.mark.parametrize("constant_first", [True, False], ids=["c_op_b", "b_op_c"])
+@pytest.mark.parametrize("op", sorted(CONSTANT_FIRST))
+def test_backward_computes_no_gradient_for_a_broadcast_constant(op, constant_first):
+    # the constant's gradient would need a sum over the broadcast dimension: no Sum may run
+    # (the gradient of b, of the output's shape, needs none; the loss's sum goes back as an Expand)
+    b, c = leaf(B), mt.tensor(C, dtype=mt.float64)
+    fn = getattr(mt, op)
+    ops = backward_ops((fn(c, b) if constant_first else fn(b, c)).sum())
+    assert "Sum" not in ops, ops
+    expected = (CONSTANT_FIRST if constant_first else CONSTANT_SECOND)[op]
+    np.testing.assert_allclose(b.grad.numpy(), expected, rtol=1e-12)
