@@ -80,6 +80,17 @@ def test_remainder_backward_is_silent_where_the_divisor_is_zero():
     np.testing.assert_array_equal(b.grad.numpy(), [-np.inf, np.nan, -3.0])
 
 
+def test_pow_floor_divide_and_remainder_are_silent_where_they_give_nan_or_inf():
+    a, b = np.array([0.0, -1.0, 1.0, 0.0]), np.array([-1.0, 0.5, 0.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pow_, floor_, rem = (f(mt.tensor(a), mt.tensor(b)) for f in (mt.pow, mt.floor_divide, mt.remainder))
+    with np.errstate(all="ignore"):  # numpy's values, which PyTorch's agree with (no warnings there either)
+        np.testing.assert_array_equal(pow_.numpy(), np.power(a, b, dtype=np.float32))  # [inf, nan, 1, 1]
+        np.testing.assert_array_equal(floor_.numpy(), np.floor_divide(a, b, dtype=np.float32))  # [-0, -2, inf, nan]
+        np.testing.assert_array_equal(rem.numpy(), np.remainder(a, b, dtype=np.float32))  # [0, 0, nan, nan]
+
+
 def test_relu_gradient_with_create_graph_is_the_mask_not_a_division_by_it():
     x, w = leaf([-2.0, 0.0, 3.0, 0.5]), leaf([5.0, 7.0, 11.0, 13.0])
     (g,) = mt.autograd.grad((mt.relu(x) * w).sum(), x, create_graph=True)
