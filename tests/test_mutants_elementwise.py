@@ -91,6 +91,24 @@ def test_pow_floor_divide_and_remainder_are_silent_where_they_give_nan_or_inf():
         np.testing.assert_array_equal(rem.numpy(), np.remainder(a, b, dtype=np.float32))  # [0, 0, nan, nan]
 
 
+@pytest.mark.parametrize("p", [2, 3, -1.5])
+def test_pow_by_a_number_computes_straight_into_its_one_result_block(p):
+    x = leaf([1.0, 2.0, 3.0], mt.float32)
+    with mt.trace() as tr:
+        y = x ** p
+    allocs = tr.filter("alloc")  # the result's bytes and nothing else (no scratch array left on the node)
+    assert [e["storage"] for e in allocs] == [y._storage.id] == [tr.filter("op")[0]["output_storage"]]
+    np.testing.assert_allclose(y.detach().numpy(), np.array([1.0, 2.0, 3.0], dtype=np.float32) ** p, rtol=1e-6)
+
+
+def test_a_squares_backward_without_create_graph_runs_no_ops():
+    # numpy_backward: g · 2x computed in numpy, so no Mul op is recorded (Pow.backward would run two)
+    x = leaf([1.0, -2.0, 3.0])
+    ops = backward_ops((x ** 2).sum())
+    assert "Mul" not in ops, ops
+    assert x.grad.tolist() == [2.0, -4.0, 6.0]
+
+
 def test_relu_gradient_with_create_graph_is_the_mask_not_a_division_by_it():
     x, w = leaf([-2.0, 0.0, 3.0, 0.5]), leaf([5.0, 7.0, 11.0, 13.0])
     (g,) = mt.autograd.grad((mt.relu(x) * w).sum(), x, create_graph=True)
