@@ -438,12 +438,23 @@ class Where(Function):
         try:
             return np.where(ctx.cond, a._data, b._data)
         except ValueError:
+            if _broadcastable(a, b):  # then the condition clashes with one of them
+                name, other = ("condition, input", a) if not _broadcastable(cond, a) else ("condition, other", b)
+                raise broadcast_error(f"where ({name})", cond, other) from None
             raise broadcast_error("where", a, b) from None
 
     @staticmethod
     def backward(ctx, g):
         keep = Tensor._wrap(np.broadcast_to(ctx.cond, g.shape).astype(g.dtype))
         return unbroadcast(g * keep, ctx.shapes[0]), unbroadcast(g * (1 - keep), ctx.shapes[1]), None
+
+
+def _broadcastable(x: Tensor, y: Tensor) -> bool:
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        return False
+    return True
 
 
 class Maximum(Function):
