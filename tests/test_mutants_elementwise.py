@@ -147,3 +147,24 @@ def test_backward_computes_no_gradient_for_a_broadcast_constant(op, constant_fir
     assert "Sum" not in ops, ops
     expected = (CONSTANT_FIRST if constant_first else CONSTANT_SECOND)[op]
     np.testing.assert_allclose(b.grad.numpy(), expected, rtol=1e-12)
+
+
+def test_a_broadcast_error_names_both_shapes_and_the_first_clashing_dimension_word_for_word():
+    message = ("add: shapes [2, 3] and [4, 2, 5] cannot be broadcast together (at dimension -1: 3 vs 5); "
+               "each trailing dimension must be equal, or 1 in one of them")
+    with pytest.raises(RuntimeError) as info:
+        mt.ones(2, 3) + mt.ones(4, 2, 5)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("cond_shape, a_shape, b_shape, message", [
+    ((2,), (3,), (3,), "where (condition, input): shapes [2] and [3] cannot be broadcast together (at dimension -1: 2 vs 3)"),
+    ((2,), (2, 1), (1, 4), "where (condition, other): shapes [2] and [1, 4] cannot be broadcast together (at dimension -1: 2 vs 4)"),
+    ((1,), (3,), (2,), "where: shapes [3] and [2] cannot be broadcast together (at dimension -1: 3 vs 2)"),
+], ids=["condition-input", "condition-other", "input-other"])
+def test_where_with_a_condition_of_a_clashing_shape_says_so(cond_shape, a_shape, b_shape, message):
+    # (it raised an UnboundLocalError from broadcast_error when the condition was the odd one out)
+    cond = mt.zeros(*cond_shape) > 0
+    with pytest.raises(RuntimeError) as info:
+        mt.where(cond, mt.ones(*a_shape), mt.ones(*b_shape))
+    assert str(info.value).startswith(message + ";"), str(info.value)
