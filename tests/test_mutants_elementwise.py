@@ -109,11 +109,13 @@ def test_a_squares_backward_without_create_graph_runs_no_ops():
     assert x.grad.tolist() == [2.0, -4.0, 6.0]
 
 
-def test_relu_gradient_with_create_graph_is_the_mask_not_a_division_by_it():
-    x, w = leaf([-2.0, 0.0, 3.0, 0.5]), leaf([5.0, 7.0, 11.0, 13.0])
-    (g,) = mt.autograd.grad((mt.relu(x) * w).sum(), x, create_graph=True)
-    assert g.requires_grad  # a graph of the backward was recorded (through w): backward ran, not numpy_backward
-    assert g.tolist() == [0.0, 0.0, 11.0, 13.0]
+@pytest.mark.parametrize("create_graph", [False, True], ids=["numpy_backward", "backward"])
+def test_relu_gradient_is_the_mask_x_above_zero(create_graph):
+    # the engine takes numpy_backward without create_graph and the recorded backward with it
+    x, w = leaf([-2.0, 0.0, 3.0, 0.5, 1.0]), leaf([5.0, 7.0, 11.0, 13.0, 17.0])
+    (g,) = mt.autograd.grad((mt.relu(x) * w).sum(), x, create_graph=create_graph)
+    assert g.requires_grad == create_graph  # with create_graph, a graph of the backward (through w)
+    assert g.tolist() == [0.0, 0.0, 11.0, 13.0, 17.0]
 
 
 def backward_ops(loss):
