@@ -170,3 +170,28 @@ def test_where_with_a_condition_of_a_clashing_shape_says_so(cond_shape, a_shape,
     with pytest.raises(RuntimeError) as info:
         mt.where(cond, mt.ones(*a_shape), mt.ones(*b_shape))
     assert str(info.value).startswith(message + ";"), str(info.value)
+
+
+# PyTorch's type promotion (its documented rules; each case checked against torch 2 once):
+# a higher category (bool < integer < float) wins whatever the widths; within a category a 0-d
+# tensor does not widen a dimensioned one; otherwise the wider type
+PROMOTION = [
+    (([True, False], "bool"), (2, "int64"), "int64", [3, 2]),
+    (([1, 2], "int64"), (0.5, "float32"), "float32", [1.5, 2.5]),
+    (([1, 2], "int32"), (3, "int64"), "int32", [4, 5]),
+    (([1.0, 2.0], "float32"), (0.5, "float64"), "float32", [1.5, 2.5]),
+    (([1, 2], "int32"), ([1, 2], "int64"), "int64", [2, 4]),
+    ((1.0, "float16"), (2.0, "float32"), "float32", 3.0),
+    (([1, 2], "int64"), ([0.5, 1.5], "float16"), "float16", [1.5, 3.5]),
+    (([True], "bool"), ([3], "int32"), "int32", [4]),
+]
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["a_b", "b_a"])
+@pytest.mark.parametrize("a, b, dtype, values", PROMOTION, ids=[f"{a[1]}{np.ndim(a[0])}d-{b[1]}{np.ndim(b[0])}d"
+                                                                  for a, b, _, _ in PROMOTION])
+def test_binary_ops_promote_dtypes_as_pytorch(a, b, dtype, values, swap):
+    x, y = (mt.tensor(v, dtype=getattr(mt, d)) for v, d in (a, b))
+    out = y + x if swap else x + y
+    assert out.dtype == getattr(mt, dtype)
+    assert out.tolist() == values
