@@ -195,3 +195,35 @@ def test_binary_ops_promote_dtypes_as_pytorch(a, b, dtype, values, swap):
     out = y + x if swap else x + y
     assert out.dtype == getattr(mt, dtype)
     assert out.tolist() == values
+
+
+def test_where_with_a_number_for_one_branch_keeps_the_tensor_branch_and_its_gradient():
+    cond = mt.tensor([True, False, True])
+    x = leaf([1.0, 2.0, 3.0])
+    out = mt.where(cond, x, 0.5)  # the number is weak: the result is x's float64
+    assert out.dtype == mt.float64 and out.tolist() == [1.0, 0.5, 3.0]
+    out.sum().backward()
+    assert x.grad.tolist() == [1.0, 0.0, 1.0]
+    y = leaf([10.0, 20.0, 30.0])
+    out = mt.where(cond, 0.5, y)
+    assert out.dtype == mt.float64 and out.tolist() == [0.5, 20.0, 0.5]
+    out.sum().backward()
+    assert y.grad.tolist() == [0.0, 1.0, 0.0]
+    # a number against a 0-d tensor of a narrower kind stays that tensor's dtype (PyTorch's)
+    assert mt.where(mt.tensor(True), 1.5, mt.tensor(2.0, dtype=mt.float16)).dtype == mt.float16
+    assert mt.where(mt.tensor(False), 3, mt.tensor(2, dtype=mt.int32)).dtype == mt.int32
+    both = mt.where(cond, 1.0, 0.0)  # two numbers: the default float
+    assert both.dtype == mt.float32 and both.tolist() == [1.0, 0.0, 1.0]
+
+
+def test_clamp_with_numpy_scalar_bounds_keeps_the_tensors_dtype():
+    # numpy scalars are weak like Python numbers: a float64 bound does not widen a float32 tensor
+    x = mt.tensor([1.0, -2.0, 3.0])
+    for out in (x.clamp(np.float64(0.5)), x.clamp(max=np.float64(0.5)), x.clamp(np.float32(-1), np.float64(2))):
+        assert out.dtype == mt.float32
+    assert x.clamp(np.float64(0.5)).tolist() == [1.0, 0.5, 3.0]
+    assert x.clamp(np.float32(-1), np.float64(2)).tolist() == [1.0, -1.0, 2.0]
+    assert mt.tensor([1.0, -2.0], dtype=mt.float64).clamp(0.5, np.float32(0.75)).dtype == mt.float64
+    # an integer tensor with a numpy float bound becomes the default float, as with 1.5
+    i = mt.tensor([1, 2, 3]).clamp(np.float32(1.5))
+    assert i.dtype == mt.float32 and i.tolist() == [1.5, 2.0, 3.0]
