@@ -227,3 +227,26 @@ def test_clamp_with_numpy_scalar_bounds_keeps_the_tensors_dtype():
     # an integer tensor with a numpy float bound becomes the default float, as with 1.5
     i = mt.tensor([1, 2, 3]).clamp(np.float32(1.5))
     assert i.dtype == mt.float32 and i.tolist() == [1.5, 2.0, 3.0]
+
+
+# x ** number: PyTorch's result dtypes and values (each case checked against torch 2 once)
+NUMBER_POWERS = [
+    ([2, 3], "int32", 2, "int32", [4, 9]),
+    ([2, 3], "int32", False, "int32", [1, 1]),
+    ([2, 3], "int64", 0, "int64", [1, 1]),
+    ([2, 3], "int64", True, "int64", [2, 3]),
+    ([2, 3], "int64", np.int64(3), "int64", [8, 27]),
+    ([2.0, 3.0], "float32", np.float64(2.0), "float32", [4.0, 9.0]),
+    ([True, False], "bool", 2, "int64", [1, 0]),
+    ([True, False], "bool", True, "bool", [True, False]),
+    ([True, False], "bool", False, "bool", [True, True]),
+    ([True, False], "bool", 0.5, "float32", [1.0, 0.0]),
+]
+
+
+@pytest.mark.parametrize("values, dtype, p, out_dtype, expected", NUMBER_POWERS,
+                         ids=[f"{d}**{p!r}" for _, d, p, _, _ in NUMBER_POWERS])
+def test_powers_by_a_number_have_pytorchs_dtype(values, dtype, p, out_dtype, expected):
+    out = mt.tensor(values, dtype=getattr(mt, dtype)) ** p
+    assert out.dtype == getattr(mt, out_dtype)
+    assert out.tolist() == expected
