@@ -250,3 +250,14 @@ def test_powers_by_a_number_have_pytorchs_dtype(values, dtype, p, out_dtype, exp
     out = mt.tensor(values, dtype=getattr(mt, dtype)) ** p
     assert out.dtype == getattr(mt, out_dtype)
     assert out.tolist() == expected
+
+
+def test_integer_powers_with_negative_exponents_broadcast_or_say_why_not():
+    # (the integer path bypassed the broadcast check: numpy's bare ValueError)
+    out = mt.tensor([[1], [2]]) ** mt.tensor([-1, 2])
+    assert out.tolist() == [[1, 1], [0, 4]]
+    for exponents in ([-1, 2], [0, 2]):  # the integer path and numpy's path give one error
+        with pytest.raises(RuntimeError) as info:
+            mt.tensor([1, 2, 3]) ** mt.tensor(exponents)
+        assert str(info.value).startswith("pow: shapes [3] and [2] cannot be broadcast together "
+                                          "(at dimension -1: 3 vs 2);"), str(info.value)
