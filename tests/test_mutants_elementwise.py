@@ -261,3 +261,16 @@ def test_integer_powers_with_negative_exponents_broadcast_or_say_why_not():
             mt.tensor([1, 2, 3]) ** mt.tensor(exponents)
         assert str(info.value).startswith("pow: shapes [3] and [2] cannot be broadcast together "
                                           "(at dimension -1: 3 vs 2);"), str(info.value)
+
+
+def test_mul_saves_each_operand_only_for_the_others_gradient():
+    # d(ab)/da = b, d(ab)/db = a: a is kept (one more reference to its bytes) only if b needs a gradient
+    a, b = leaf([1.0, 2.0]), mt.tensor([4.0, 8.0], dtype=mt.float64)
+    ra, rb = a.storage.refcount, b.storage.refcount
+    y = a * b
+    assert (a.storage.refcount, b.storage.refcount) == (ra, rb + 1)
+    z = b * a
+    assert (a.storage.refcount, b.storage.refcount) == (ra, rb + 2)
+    y.sum().backward()
+    assert a.grad.tolist() == [4.0, 8.0]
+    del y, z
