@@ -274,3 +274,30 @@ def test_mul_saves_each_operand_only_for_the_others_gradient():
     y.sum().backward()
     assert a.grad.tolist() == [4.0, 8.0]
     del y, z
+
+
+# Python numbers are "weak": they never widen a tensor of their kind, even a 0-d one (PyTorch's
+# results, each checked against torch 2 once)
+WEAK_SCALARS = [
+    ("f16_0d + 2.5", lambda: mt.tensor(1.0, dtype=mt.float16) + 2.5, "float16", 3.5),
+    ("2.5 - f16_0d", lambda: 2.5 - mt.tensor(1.0, dtype=mt.float16), "float16", 1.5),
+    ("i32_0d + 3", lambda: mt.tensor(1, dtype=mt.int32) + 3, "int32", 4),
+    ("i32_0d * True", lambda: mt.tensor(3, dtype=mt.int32) * True, "int32", 3),
+    ("f64_0d * 2", lambda: mt.tensor(1.5, dtype=mt.float64) * 2, "float64", 3.0),
+    ("bool + 2", lambda: mt.tensor([True, False]) + 2, "int64", [3, 2]),
+    ("bool + True", lambda: mt.tensor([True, False]) + True, "bool", [True, True]),
+    ("i32 + 2.5", lambda: mt.tensor([1, 2], dtype=mt.int32) + 2.5, "float32", [3.5, 4.5]),
+]
+
+
+@pytest.mark.parametrize("make, dtype, value", [c[1:] for c in WEAK_SCALARS], ids=[c[0] for c in WEAK_SCALARS])
+def test_python_numbers_are_weak_operands(make, dtype, value):
+    out = make()
+    assert out.dtype == getattr(mt, dtype)
+    assert out.tolist() == value
+
+
+def test_operands_that_are_not_real_numbers_raise_a_type_error():
+    for bad in ("a", 1 + 2j, np.datetime64("2026-01-01")):
+        with pytest.raises(TypeError, match="cannot combine a Tensor with"):
+            mt.ones(2) + bad
