@@ -1,11 +1,14 @@
-"""Elementwise ops and broadcasting where a mutation run (issue #21, `make mutate`,
-tests/README.md) found mutants no test noticed: integer powers with negative exponents,
-which gradient ``a ** b`` gives when only one operand needs it, backward passes that must stay
-silent where the math gives NaN or inf, relu's graph-recording backward, and backward
-computing (and recording) gradients only for inputs that need them.
+"""Elementwise ops and broadcasting where mutation testing (issue #21, `make mutate`,
+tests/README.md) found behaviour no test pinned down: integer powers with negative exponents,
+which gradient ``a ** b`` gives when only one operand needs it, NaN/inf results without numpy
+warnings, relu's two backward paths, backward computing (and recording: read from the trace)
+gradients and allocations only where needed, PyTorch's dtype rules (type promotion, weak Python
+and numpy scalars, ``x ** number``, ``where`` and ``clamp`` with number arguments), and the
+broadcast error's text (also for ``where``'s condition and integer powers).
 
-No torch needed: expected values come from exact arithmetic (``fractions``), numpy, or the
-derivative's formula evaluated by hand.
+No torch needed: expected values come from exact arithmetic (``fractions``), numpy, the
+derivative's formula evaluated by hand, or PyTorch's results written out (checked against torch
+once, when the test was written).
 """
 import warnings
 from fractions import Fraction
@@ -18,6 +21,13 @@ import microtorch as mt
 
 def leaf(values, dtype=mt.float64):
     return mt.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def backward_ops(loss):
+    """The ops run during ``loss.backward()``, in order (read from the trace)."""
+    with mt.trace() as tr:
+        loss.backward()
+    return [e["op"] for e in tr.filter("op")]
 
 
 def truncated_power(x: int, y: int) -> int:
@@ -116,13 +126,6 @@ def test_relu_gradient_is_the_mask_x_above_zero(create_graph):
     (g,) = mt.autograd.grad((mt.relu(x) * w).sum(), x, create_graph=create_graph)
     assert g.requires_grad == create_graph  # with create_graph, a graph of the backward (through w)
     assert g.tolist() == [0.0, 0.0, 11.0, 13.0, 17.0]
-
-
-def backward_ops(loss):
-    """The ops run during ``loss.backward()``, in order (read from the trace)."""
-    with mt.trace() as tr:
-        loss.backward()
-    return [e["op"] for e in tr.filter("op")]
 
 
 C, B = np.array([7.0]), np.array([1.0, 2.5, 3.0])  # a constant of shape (1,), broadcast against b
