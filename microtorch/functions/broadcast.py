@@ -38,6 +38,15 @@ def broadcast_error(op: str, a: Tensor, b: Tensor) -> RuntimeError:
                         "each trailing dimension must be equal, or 1 in one of them")
 
 
+def broadcastable(a: Tensor, b: Tensor) -> bool:
+    """Whether the shapes of ``a`` and ``b`` broadcast together."""
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return False
+    return True
+
+
 def as_tensor_like(value, like: Tensor) -> Tensor:
     """A Python/numpy scalar (or array-like) as a constant tensor that meets ``like``.
 

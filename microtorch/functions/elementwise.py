@@ -12,7 +12,7 @@ from .. import dtypes
 from ..creation import tensor
 from ..node import Function, InplaceVariant
 from ..tensor_base import TensorBase as Tensor
-from .broadcast import broadcast_error, operands, unbroadcast
+from .broadcast import broadcast_error, broadcastable, operands, unbroadcast
 
 
 def _broadcasting(ctx, op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
@@ -172,6 +172,8 @@ class PowTensor(Function):
         ctx.save_output()
         ctx.shapes = a.shape, b.shape
         if a.dtype.kind in "iu" and (b._data < 0).any():
+            if not broadcastable(a, b):
+                raise broadcast_error("pow", a, b)
             return _integer_power(a._data, b._data)
         with np.errstate(invalid="ignore", divide="ignore"):  # (-1) ** 0.5 is NaN, 0 ** -1 inf: no warning
             return _broadcasting(ctx, "pow", np.power, a, b)
@@ -438,6 +440,9 @@ class Where(Function):
         try:
             return np.where(ctx.cond, a._data, b._data)
         except ValueError:
+            if broadcastable(a, b):  # then the condition clashes with one of them
+                name, other = ("condition, input", a) if not broadcastable(cond, a) else ("condition, other", b)
+                raise broadcast_error(f"where ({name})", cond, other) from None
             raise broadcast_error("where", a, b) from None
 
     @staticmethod
