@@ -1,0 +1,139 @@
+"""Tests that kill mutants mutmut left alive in microtorch/functions/inplace*.py and
+strided.py (tests/README.md lists them): ``t[key] = v`` with integer-array keys
+(``index_put_``), the refusal to write into read-only bytes, and ``Regather``'s weights."""
+import numpy as np
+import pytest
+
+import microtorch as mt
+from microtorch.functions.strided import Regather
+
+
+# -- t[int-array key] = v  (index_put_) --------------------------------------------------------
+def test_a_number_written_by_an_index_array_keeps_the_tensors_precision():
+    x = mt.zeros(4, dtype=mt.float64)
+    x[[0, 2]] = 0.1
+    x[np.array([True, False, False, True])] += 0  # no-op write through a mask: values stay
+    assert x.dtype == mt.float64
+    assert x.numpy().tolist() == [0.1, 0.0, 0.1, 0.0]  # 0.1 as a double, not float32's 0.10000000149
+
+
+def test_a_tensor_of_another_dtype_is_converted_before_index_put():
+    x = mt.zeros(3, dtype=mt.int64)
+    x[[1]] = mt.tensor([2 ** 24 + 1], dtype=mt.int32)  # not exactly a float32: must stay an int
+    assert x.numpy().tolist() == [0, 2 ** 24 + 1, 0]
+    y = mt.zeros(3, dtype=mt.float64)
+    y[[0, 2]] = mt.tensor([1.5, -2.0], dtype=mt.float32)
+    assert y.dtype == mt.float64 and y.numpy().tolist() == [1.5, 0.0, -2.0]
+
+
+def test_index_put_gradients_reach_each_input_in_its_own_dtype():
+    """y = w·1 with y[[1]] = v: dL/dw = c with position 1 zeroed, dL/dv = c[1] (worked by
+    hand for L = Σ c·y); v's gradient comes back as float32, v's dtype."""
+    c = np.array([1.0, 2.0, 3.0])
+    w = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64, requires_grad=True)
+    v = mt.tensor([5.0], dtype=mt.float32, requires_grad=True)
+    y = w * 1
+    y[[1]] = v
+    assert y.tolist() == [1.0, 5.0, 3.0]
+    (y * mt.tensor(c)).sum().backward()
+    assert w.grad.dtype == mt.float64 and w.grad.numpy().tolist() == [1.0, 0.0, 3.0]
+    assert v.grad.dtype == mt.float32 and v.grad.numpy().tolist() == [2.0]
+
+
+def test_index_put_of_a_constant_still_sends_the_rest_of_the_gradient_back():
+    """Only x requires grad (v is a constant): dL/dx = c outside the written positions."""
+    for dtype in (mt.float32, mt.float64):
+        w = mt.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=dtype, requires_grad=True)
+        y = w * 1
+        y[np.array([[True, False], [False, True]])] = 0.0
+        c = np.array([[10.0, 20.0], [30.0, 40.0]])
+        (y * mt.tensor(c, dtype=dtype)).sum().backward()
+        assert w.grad.dtype == dtype
+        assert w.grad.numpy().tolist() == [[0.0, 20.0], [30.0, 0.0]]
+
+
+def test_index_put_refuses_an_input_that_partly_overlaps_the_written_tensor():
+    x = mt.arange(5.0)
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+        x[[1, 2, 3]] = x[0:3]
+    assert x.numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # refused before any byte was written
+
+
+@pytest.mark.oracle
+def test_index_put_overlap_refusal_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    xt = torch.arange(5.0)
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+        xt[[1, 2, 3]] = xt[0:3]
+
+
+def test_index_put_on_a_leaf_that_requires_grad_names_the_op():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"a leaf Variable .*\(index_put_ on a tensor created"):
+        w[[0]] = 5.0
+
+
+# -- read-only bytes -----------------------------------------------------------------------------
+def test_writing_into_a_read_only_file_mapping_says_so(tmp_path):
+    path = tmp_path / "w.npz"
+    mt.save({"w": mt.arange(6.0)}, path)
+    m = mt.load(path, mmap=True)
+    for write in (lambda: m["w"].add_(1), lambda: m["w"][1:3].mul_(2), lambda: m["w"].__setitem__([0], 5.0)):
+        with pytest.raises(RuntimeError, match="read-only mapping of .*mmap='c'"):
+            write()
+    assert m["w"].numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_an_expanded_heap_tensor_is_refused_for_its_overlap_not_an_attribute_error():
+    """A tensor over a numpy array (``from_numpy``: no allocator block) expanded: its data is
+    read-only because it is a broadcast, which is the overlap refusal's business."""
+    e = mt.from_numpy(np.zeros((1, 3))).expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        e.add_(1)
+    row = mt.from_numpy(np.zeros((1, 3))).expand(2, 3)[0]  # no overlap left: writable
+    row.add_(1)
+    assert row.numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+# -- Regather (as_strided's backward) -----------------------------------------------------------
+def _regather_matrix(n_in, src, dst, w_src, w_dst):
+    """z = M g for Regather: M[j, i] = w_dst[j] · w_src[i] · [src[i] == dst[j]]."""
+    M = np.zeros((dst.size, n_in))
+    for j, d in enumerate(dst.ravel()):
+        for i, s in enumerate(src.ravel()):
+            if s == d:
+                M[j, i] = w_dst.ravel()[j] * w_src.ravel()[i]
+    return M
+
+
+def test_regather_forward_and_backward_apply_both_weights():
+    """Regather is linear, z = M g; its backward must be Mᵀ (with the weights swapped onto
+    the right sides), checked against the matrix built by hand."""
+    src = np.array([0, 2, 2, 1, 3])
+    dst = np.array([2, 0, 1, 2, 3, 4])
+    w_src = np.array([0.5, 2.0, 3.0, 0.25, 4.0])
+    w_dst = np.array([1.5, -1.0, 2.0, 0.5, 3.0, 7.0])
+    g0 = np.array([1.0, -2.0, 0.5, 3.0, 1.25])
+    gg = np.array([0.5, 1.0, -1.0, 2.0, 0.25, 4.0])
+    M = _regather_matrix(5, src, dst, w_src, w_dst)
+    g = mt.tensor(g0, dtype=mt.float64, requires_grad=True)
+    z = Regather.apply(g, src, dst, w_src, w_dst)
+    np.testing.assert_allclose(z.detach().numpy(), M @ g0)
+    (z * mt.tensor(gg)).sum().backward()
+    np.testing.assert_allclose(g.grad.numpy(), M.T @ gg)
+
+
+def test_the_second_derivative_through_as_strided_of_an_expanded_tensor_shares_equally():
+    """x = b.expand(3, 2) reads each of b's 2 elements three times; z = x.as_strided((2,), (1,))
+    reads storage positions 0 and 1. The first backward gives dL/dx = g(z) at positions
+    0 and 1 shared by the 3 readers: each x element gets g/3; differentiating that gradient
+    again (a Regather of a Regather) must keep the 1/3 weights."""
+    b = mt.tensor([1.0, 2.0], dtype=mt.float64, requires_grad=True)
+    x = b.reshape(1, 2).expand(3, 2)
+    z = x.as_strided((2,), (1,), 0)
+    u = mt.tensor([1.0, 2.0], dtype=mt.float64, requires_grad=True)  # upstream gradient
+    (gx,) = mt.grad(z, x, grad_outputs=u, create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), np.tile([1.0 / 3, 2.0 / 3], (3, 1)))
+    c = np.array([[1.0, 10.0], [100.0, 1000.0], [0.5, 5.0]])
+    (gu,) = mt.grad((gx * mt.tensor(c)).sum(), u)
+    np.testing.assert_allclose(gu.numpy(), c.sum(axis=0) / 3)
