@@ -137,3 +137,37 @@ def test_the_second_derivative_through_as_strided_of_an_expanded_tensor_shares_e
     c = np.array([[1.0, 10.0], [100.0, 1000.0], [0.5, 5.0]])
     (gu,) = mt.grad((gx * mt.tensor(c)).sum(), u)
     np.testing.assert_allclose(gu.numpy(), c.sum(axis=0) / 3)
+
+
+# -- clamp_ -----------------------------------------------------------------------------------
+def test_clamp_in_place_refuses_a_tensor_bound_on_either_side():
+    x = mt.tensor([-1.0, 0.5, 2.0])
+    for kwargs in ({"min": mt.tensor(0.0)}, {"max": mt.tensor(1.0)}, {"min": 0.0, "max": mt.tensor(1.0)},
+                   {"min": mt.tensor(0.0), "max": 1.0}):
+        with pytest.raises(TypeError, match="clamp_: microtorch takes numbers for min and max"):
+            x.clamp_(**kwargs)
+    assert x.tolist() == [-1.0, 0.5, 2.0]
+
+
+def test_clamp_in_place_checks_the_result_type_of_max_too():
+    x = mt.arange(5)  # int64
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        x.clamp_(max=2.5)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        x.clamp_(min=0, max=2.5)
+    assert x.tolist() == [0, 1, 2, 3, 4]
+    x.clamp_(min=1, max=3)
+    assert x.tolist() == [1, 1, 2, 3, 3]
+
+
+@pytest.mark.oracle
+def test_clamp_in_place_result_type_refusal_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type"):
+        torch.arange(5).clamp_(max=2.5)  # PyTorch names the type "long int" here, "Long" for add_
+
+
+def test_clamp_in_place_on_a_leaf_that_requires_grad_names_the_op():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"a leaf Variable .*\(clamp_ on a tensor created"):
+        w.clamp_(min=0.0)
