@@ -171,3 +171,37 @@ def test_clamp_in_place_on_a_leaf_that_requires_grad_names_the_op():
     w = mt.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match=r"a leaf Variable .*\(clamp_ on a tensor created"):
         w.clamp_(min=0.0)
+
+
+# -- read-only bytes: the engine fix that came with this file -----------------------------------
+# (these two fail on the code the mutants were made from: there a read-only numpy array gave
+# numpy's bare ValueError, and an expanded copy-on-write mapping was called read-only)
+def test_writing_into_a_read_only_numpy_array_is_refused_clearly():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    t = mt.from_numpy(a)
+    for write in (lambda: t.add_(1), lambda: t[1:3].zero_(), lambda: t.__setitem__([0], 5.0),
+                  lambda: t.__setitem__(0, 5.0), lambda: t.reshape(1, 4).expand(2, 4)[0].mul_(2)):
+        with pytest.raises(RuntimeError, match=r"read-only numpy array .*\.clone\(\)"):
+            write()
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+    w = mt.from_numpy(np.array(a))  # a writeable copy: fine
+    w.add_(1)
+    assert w.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_an_expanded_copy_on_write_mapping_is_not_called_read_only(tmp_path):
+    """Under mmap='c' the bytes are writeable; an expand is numpy-read-only only because it
+    is a broadcast: a row of it may be written, the whole expand overlaps itself."""
+    path = tmp_path / "w.npz"
+    mt.save({"w": mt.arange(3.0)}, path)
+    c = mt.load(path, mmap="c")
+    row = c["w"].reshape(1, 3).expand(2, 3)[0]
+    row.add_(1)
+    assert c["w"].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        c["w"].reshape(1, 3).expand(2, 3).add_(1)
+    r = mt.load(path, mmap=True)  # read-only: even a row of its expand says why
+    with pytest.raises(RuntimeError, match="read-only mapping of .*mmap='c'"):
+        r["w"].reshape(1, 3).expand(2, 3)[0].add_(1)
+    assert mt.load(path)["w"].tolist() == [0.0, 1.0, 2.0]  # the file is unchanged
