@@ -287,3 +287,39 @@ def test_relu_and_neg_in_place_values_and_gradients():
         assert y.tolist() == f(data).tolist()
         (y * mt.tensor(c)).sum().backward()
         assert x.grad.tolist() == (c * df(data)).tolist()
+
+
+# -- every method names itself in the leaf refusal --------------------------------------------
+_METHODS = {  # method: arguments
+    "add_": (1.0,), "sub_": (1.0,), "mul_": (2.0,), "div_": (2.0,), "clamp_": (0.0, 1.0),
+    "relu_": (), "exp_": (), "sigmoid_": (), "tanh_": (), "sqrt_": (), "neg_": (), "zero_": (),
+    "fill_": (3.0,), "copy_": (mt.tensor([5.0, 6.0]),),
+}
+
+
+@pytest.mark.parametrize("method", sorted(_METHODS))
+def test_every_in_place_method_names_itself_when_refusing_a_leaf(method):
+    w = mt.tensor([1.0, 4.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=rf"a leaf Variable .*\({method} on a tensor created"):
+        getattr(w, method)(*_METHODS[method])
+    assert w.tolist() == [1.0, 4.0]
+
+
+def test_fill_from_a_zero_d_tensor_names_itself_when_refusing_a_leaf():
+    w = mt.tensor([1.0, 4.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"a leaf Variable .*\(fill_ on a tensor created"):
+        w.fill_(mt.tensor(2.0))
+
+
+# -- div_ gradients -----------------------------------------------------------------------------
+def test_div_in_place_by_a_number_and_by_a_constant_tensor():
+    """y = x / o in place: dL/dx = c / o, by hand; o a number, then a tensor needing no grad."""
+    data = np.array([1.0, -2.0, 3.0])
+    c = np.array([1.0, 2.0, 4.0])
+    for o in (4.0, np.array([2.0, 4.0, 8.0])):
+        x = mt.tensor(data, dtype=mt.float64, requires_grad=True)
+        y = x * 1
+        y.div_(o if isinstance(o, float) else mt.tensor(o, dtype=mt.float64))
+        assert y.tolist() == (data / o).tolist()
+        (y * mt.tensor(c)).sum().backward()
+        assert x.grad.tolist() == (c / o).tolist()
