@@ -323,3 +323,33 @@ def test_div_in_place_by_a_number_and_by_a_constant_tensor():
         assert y.tolist() == (data / o).tolist()
         (y * mt.tensor(c)).sum().backward()
         assert x.grad.tolist() == (c / o).tolist()
+
+
+# -- fill_ from an element of the same tensor: the engine fix that came with this file -----------
+# (fails on the code the mutants were made from, which refused it as a partial overlap)
+def test_fill_from_an_element_of_the_same_tensor_as_pytorch():
+    """t.fill_(t[i]) reads one value before writing, so no order of writes can change it:
+    PyTorch allows it. y = w·1, y.fill_(y[2]): dL/dw = (0, 0, Σ c)."""
+    x = mt.arange(6.0).reshape(2, 3)
+    x[0].fill_(x[1, 2])
+    assert x.tolist() == [[5.0, 5.0, 5.0], [3.0, 4.0, 5.0]]
+    w = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64, requires_grad=True)
+    y = w * 1
+    y.fill_(y[2])
+    assert y.tolist() == [3.0, 3.0, 3.0]
+    (y * mt.tensor([1.0, 10.0, 100.0])).sum().backward()
+    assert w.grad.tolist() == [0.0, 0.0, 111.0]
+
+
+@pytest.mark.oracle
+def test_fill_from_an_element_of_the_same_tensor_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    w = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    y = w * 1
+    y.fill_(y[2])
+    (y * torch.tensor([1.0, 10.0, 100.0], dtype=torch.float64)).sum().backward()
+    wm = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64, requires_grad=True)
+    ym = wm * 1
+    ym.fill_(ym[2])
+    (ym * mt.tensor([1.0, 10.0, 100.0])).sum().backward()
+    assert ym.tolist() == y.tolist() and wm.grad.tolist() == w.grad.tolist()
