@@ -260,7 +260,8 @@ def fill_(t: Tensor, value) -> Tensor:
         if value.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value.ndim} dimensions")
-        return _inplace(Fill_, "fill_", t, value, tensors=(value,))
+        # no overlap check: the one value is read before any write, so t.fill_(t[1]) is fine (PyTorch)
+        return _inplace(Fill_, "fill_", t, value)
     _scalar_dtype(value, t.dtype)  # a clear error for non-numbers
     return _inplace(Fill_, "fill_", t, value)
 

@@ -92,7 +92,8 @@ def _check_autograd(t: Tensor, op: str):
 
 
 def _check_written(t: Tensor) -> None:
-    if not t._data.flags.writeable:
+    # t._data alone is not enough: numpy marks every broadcast (expand) read-only
+    if not t._data.flags.writeable and not t._storage.data.flags.writeable:
         _refuse_read_only(t)
     if t._data.flags.c_contiguous:  # contiguous elements never share bytes
         return
@@ -109,6 +110,10 @@ def _refuse_read_only(t: Tensor) -> None:
     owner = getattr(t._storage.block, "owner", None)
     if hasattr(owner, "read_only_message"):  # a read-only file mapping
         raise RuntimeError(owner.read_only_message())
+    raise RuntimeError("cannot write into a tensor whose bytes are a read-only numpy array "
+                       "(mt.from_numpy of an array whose flags.writeable is False, e.g. from "
+                       "np.frombuffer); write into a .clone(), or give from_numpy a writeable copy "
+                       "(np.array(a))")
 
 
 def _check_inputs(t: Tensor, *others) -> None:
