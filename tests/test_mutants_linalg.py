@@ -172,3 +172,346 @@ def test_linear_refuses_a_bias_shaped_like_the_weight():
     """b of W's shape (4, 3) does not broadcast to the output (2, 4): linear's own error, not numpy's."""
     with pytest.raises(RuntimeError, match=r"bias of shape \[4, 3\] does not broadcast to the output shape \[2, 4\]"):
         F.linear(mt.ones(2, 3), mt.ones(4, 3), mt.ones(4, 3))
+
+
+# -- loss.py: the options, against the formulas in numpy --------------------------------------------
+def _log_softmax_np(x):
+    m = x.max(axis=1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+
+
+LOGITS = np.random.default_rng(3).standard_normal((5, 4))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ignore_index_and_label_smoothing_follow_the_formula(reduction):
+    """ℓᵢ = −(1 − ε) logp[i, tᵢ] − (ε / C) Σⱼ logp[i, j], 0 for ignored rows; "mean" ÷ rows kept."""
+    t = np.array([1, 7, 3, 0, 7])
+    kept = t != 7
+    logp = _log_softmax_np(LOGITS)
+    for eps in (0.0, 0.25):
+        per = -(1 - eps) * logp[np.arange(5), np.where(kept, t, 0)] - eps / 4 * logp.sum(axis=1)
+        per = per * kept
+        want = {"none": per, "sum": per.sum(), "mean": per.sum() / kept.sum()}[reduction]
+        got = F.cross_entropy(T(LOGITS), mt.tensor(t), reduction=reduction, ignore_index=7, label_smoothing=eps)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+        if eps == 0.0:
+            got = F.nll_loss(T(logp), mt.tensor(t), reduction=reduction, ignore_index=7)
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    smoothed_only = F.cross_entropy(T(LOGITS), mt.tensor(np.where(kept, t, 2)), reduction=reduction,
+                                    label_smoothing=0.5)
+    t2 = np.where(kept, t, 2)
+    per = -0.5 * logp[np.arange(5), t2] - 0.5 / 4 * logp.sum(axis=1)
+    np.testing.assert_allclose(smoothed_only.numpy(), {"none": per, "sum": per.sum(), "mean": per.mean()}[reduction],
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_probability_targets_with_smoothing_follow_the_formula(reduction):
+    """ℓᵢ = −Σⱼ yᵢⱼ logp[i, j] with y → (1 − ε) y + ε / C; "mean" ÷ N; y gets the gradient −logp."""
+    y = np.random.default_rng(4).dirichlet(np.ones(4), size=5)
+    logp = _log_softmax_np(LOGITS)
+    for eps in (0.0, 0.3):
+        ys = (1 - eps) * y + eps / 4
+        per = -(ys * logp).sum(axis=1)
+        target = T(y, requires_grad=True)
+        got = F.cross_entropy(T(LOGITS), target, reduction=reduction, label_smoothing=eps)
+        np.testing.assert_allclose(got.detach().numpy(), {"none": per, "sum": per.sum(), "mean": per.mean()}[reduction],
+                                   rtol=1e-12)
+        got.sum().backward()
+        scale = 1 / 5 if reduction == "mean" else 1.0
+        np.testing.assert_allclose(target.grad.numpy(), -(1 - eps) * logp * scale, rtol=1e-12)
+
+
+def test_every_row_ignored_gives_nan_for_mean_and_zero_for_sum():
+    t = mt.tensor([-100, -100, -100, -100, -100])
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(F.cross_entropy(T(LOGITS), t).item())
+        assert np.isnan(F.nll_loss(T(_log_softmax_np(LOGITS)), t).item())
+    assert F.cross_entropy(T(LOGITS), t, reduction="sum").item() == 0.0
+
+
+@pytest.mark.parametrize("fn", ["cross_entropy", "nll_loss"])
+def test_a_numpy_target_changed_after_forward_does_not_change_the_gradient(fn):
+    """The loss copies a non-tensor target: backward reads the indices forward read."""
+    t = np.array([1, 0, 3, 2, 2])
+    want = np.exp(_log_softmax_np(LOGITS)) - np.eye(4)[t] if fn == "cross_entropy" else -np.eye(4)[t]
+    x = T(LOGITS if fn == "cross_entropy" else _log_softmax_np(LOGITS), requires_grad=True)
+    loss = getattr(F, fn)(x, t, reduction="sum")
+    t[:] = 0
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12, atol=1e-15)
+    x2 = T(LOGITS, requires_grad=True)
+    F.cross_entropy(x2, [1, 0, 3, 2, 2], reduction="sum").backward()  # a list works too
+    np.testing.assert_allclose(x2.grad.numpy(), np.exp(_log_softmax_np(LOGITS)) - np.eye(4)[[1, 0, 3, 2, 2]],
+                               rtol=1e-12, atol=1e-15)
+
+
+def test_class_index_checks():
+    x = T(LOGITS[:2, :3])
+    for dtype in (np.uint8, np.int16, np.int32, np.int64):  # unsigned and signed index dtypes
+        np.testing.assert_allclose(F.cross_entropy(x, mt.tensor(np.array([2, 0], dtype=dtype)), reduction="none").numpy(),
+                                   -_log_softmax_np(LOGITS[:2, :3])[[0, 1], [2, 0]], rtol=1e-12)
+    for bad in (3, -2):  # a class past the end, a negative index that is not ignore_index
+        with pytest.raises(IndexError, match=rf"^Target {bad} is out of bounds: there are 3 classes"):
+            F.cross_entropy(x, mt.tensor([0, bad]))
+        with pytest.raises(IndexError, match=rf"^Target {bad} is out of bounds"):
+            F.nll_loss(x, mt.tensor([bad, 0]))
+    with pytest.raises(IndexError, match=r"or be ignore_index=5\)"):
+        F.nll_loss(x, mt.tensor([0, 4]), ignore_index=5)
+    with pytest.raises(TypeError, match="target must hold integer class indices, got dtype float32"):
+        F.nll_loss(x, mt.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match=r"target must have shape \[2\]"):
+        F.cross_entropy(x, mt.tensor([0, 1, 1]))
+    with pytest.raises(ValueError, match=r"nll_loss: expected input of shape \(N, C\), got \[3\]"):
+        F.nll_loss(x[0], mt.tensor([0]))
+    with pytest.raises(ValueError, match=r"cross_entropy: expected logits of shape \(N, C\) or \(C,\), got \[1, 2, 3\]"):
+        F.cross_entropy(x.unsqueeze(0), mt.tensor([0]))
+    for fn in (F.cross_entropy, F.nll_loss, F.mse_loss):
+        with pytest.raises(ValueError, match=r"reduction must be one of \('mean', 'sum', 'none'\), got 'avg'"):
+            fn(x, mt.tensor([0, 1]) if fn is not F.mse_loss else x, reduction="avg")
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "nll_loss", "cross_entropy"])
+def test_integer_inputs_are_refused_not_rounded(op):
+    x = mt.tensor([[1, 2], [3, 4]])
+    args = (x, 1) if op in ("softmax", "log_softmax") else (x, mt.tensor([0, 1]))
+    with pytest.raises(NotImplementedError, match=rf'^"{op}" not implemented for \'Long\''):
+        getattr(F, op)(*args)
+
+
+def test_label_smoothing_out_of_range_is_refused():
+    for eps in (-0.1, 1.5, "0.1"):
+        with pytest.raises(ValueError, match="label_smoothing must be between 0.0 and 1.0"):
+            F.cross_entropy(T(LOGITS), mt.tensor([0] * 5), label_smoothing=eps)
+    for eps in (1, 1.0):  # the ends are allowed
+        F.cross_entropy(T(LOGITS), mt.tensor([0] * 5), label_smoothing=eps)
+
+
+def test_mse_loss_makes_a_list_target_a_tensor_of_the_inputs_dtype():
+    x = T([[1.0, 2.0], [3.0, 5.0]])
+    for reduction, want in (("mean", 6 / 4), ("sum", 6.0), ("none", [[0.0, 1.0], [1.0, 4.0]])):  # (x - t)² = 0, 1, 1, 4
+        got = F.mse_loss(x, [[1.0, 1.0], [2.0, 3.0]], reduction=reduction)
+        assert got.dtype == mt.float64
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-15)
+
+
+@pytest.mark.parametrize("fn", ["cross_entropy", "nll_loss"])
+def test_unreduced_losses_weight_each_rows_gradient(fn):
+    t = np.array([1, 0, 3, 2, 2])
+    w = np.array([0.5, -1.0, 2.0, 0.0, 3.0])
+    x = T(LOGITS if fn == "cross_entropy" else _log_softmax_np(LOGITS), requires_grad=True)
+    (getattr(F, fn)(x, mt.tensor(t), reduction="none") * T(w)).sum().backward()
+    per_row = (np.exp(_log_softmax_np(LOGITS)) - np.eye(4)[t]) if fn == "cross_entropy" else -np.eye(4)[t]
+    np.testing.assert_allclose(x.grad.numpy(), per_row * w[:, None], rtol=1e-12, atol=1e-15)
+    x = T(LOGITS if fn == "cross_entropy" else _log_softmax_np(LOGITS), requires_grad=True)
+    (getattr(F, fn)(x, mt.tensor(t)) * 3.0).backward()  # "mean": ÷ N, times the incoming 3
+    np.testing.assert_allclose(x.grad.numpy(), per_row * 3 / 5, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_second_derivatives_match_finite_differences(reduction):
+    """d/dx and d/dv of  Σ (∂L/∂x ⊙ W)  with L = Σ vᵢ ℓᵢ ("none") or v·L: CrossEntropyGrad's backward,
+    against central differences of the gradient formula (softmax(x) − onehot(t)) · c in numpy."""
+    t = np.array([1, 0, 3, 2, 2])
+    W = np.random.default_rng(5).standard_normal((5, 4))
+    v0 = np.array([0.5, -1.0, 2.0, 1.5, 3.0]) if reduction == "none" else np.array(1.7)
+    n = 5 if reduction == "mean" else 1
+
+    def grad_np(x, v):
+        s = np.exp(_log_softmax_np(x))
+        return (s - np.eye(4)[t]) * ((v[:, None] if v.ndim else v) / n)
+
+    def f(x, v):
+        return (grad_np(x, v) * W).sum()
+
+    x = T(LOGITS, requires_grad=True)
+    v = T(v0, requires_grad=True)
+    loss = F.cross_entropy(x, mt.tensor(t), reduction=reduction)
+    (gx,) = mt.autograd.grad((loss * v).sum(), [x], create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), grad_np(LOGITS, v0), rtol=1e-10, atol=1e-14)
+    (gx * T(W)).sum().backward()
+    h = 1e-6
+    fd_x = np.zeros_like(LOGITS)
+    for i in np.ndindex(LOGITS.shape):
+        d = np.zeros_like(LOGITS)
+        d[i] = h
+        fd_x[i] = (f(LOGITS + d, v0) - f(LOGITS - d, v0)) / (2 * h)
+    np.testing.assert_allclose(x.grad.numpy(), fd_x, rtol=1e-6, atol=1e-8)
+    fd_v = np.zeros(v0.shape)
+    for i in np.ndindex(v0.shape):
+        d = np.zeros(v0.shape)
+        d[i] = h
+        fd_v[i] = (f(LOGITS, v0 + d) - f(LOGITS, v0 - d)) / (2 * h)
+    np.testing.assert_allclose(v.grad.numpy(), fd_v, rtol=1e-6, atol=1e-8)
+
+
+# -- shape.py: views and their errors -----------------------------------------------------------------
+def test_view_with_two_inferred_sizes_says_so():
+    """Not "use .reshape" (a contiguous tensor can be viewed; the shape is what is wrong)."""
+    for x in (mt.ones(2, 3), mt.ones(3, 2).T):
+        with pytest.raises(RuntimeError, match=r"^only one dimension can be inferred \(shape \[-1, -1\]"):
+            x.view(-1, -1)
+        with pytest.raises(RuntimeError, match=r"^only one dimension can be inferred"):
+            x.reshape(-1, 2, -1)
+
+
+def test_view_errors_tell_strides_from_sizes():
+    x = T(np.arange(6.0).reshape(2, 3))
+    for shape in ((-1,), (6,), (2, 3), (-1, 3)):
+        with pytest.raises(RuntimeError, match=r"^view size is not compatible .* Use \.reshape"):
+            x.T.view(*shape)
+        np.testing.assert_array_equal(x.T.reshape(*shape).numpy(), np.arange(6.0).reshape(2, 3).T.reshape(shape))
+    for shape in ((4, -1), (4, 2), (0, -1), (7,)):
+        for t in (x, x.T):
+            with pytest.raises(RuntimeError, match=rf"^shape '\[{', '.join(map(str, shape))}\]' is invalid for input of size 6 \(input shape"):
+                t.view(*shape)
+            with pytest.raises(RuntimeError, match=r"is invalid for input of size 6"):
+                t.reshape(*shape)
+
+
+def test_expand_and_broadcast_to_are_read_only_stride_0_views():
+    base = T([[1.0], [2.0], [3.0]])
+    for y in (F.expand(base, 2, 3, 4), F.broadcast_to(base, (2, 3, 4)), F.expand(base, 2, -1, 4)):
+        assert y.shape == (2, 3, 4) and y.storage is base.storage
+        assert y.stride() == (0, 1, 0)
+        np.testing.assert_array_equal(y.numpy(), np.broadcast_to(base.numpy(), (2, 3, 4)))
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            y.add_(1.0)
+        with pytest.raises(ValueError):
+            y.numpy()[0, 0, 0] = 5.0  # numpy's own read-only flag
+    t = T(np.arange(6.0).reshape(2, 3)).T  # a non-contiguous source
+    y = F.expand(t, 4, 3, 2)
+    assert y.stride() == (0, 1, 3)
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(np.arange(6.0).reshape(2, 3).T, (4, 3, 2)))
+    s = T(7.0)  # 0-d
+    assert F.expand(s, 2, 2).tolist() == [[7.0, 7.0], [7.0, 7.0]]
+
+
+def test_expand_errors():
+    x = T(np.zeros((2, 3)))
+    with pytest.raises(RuntimeError, match=r"^expand: the number of sizes provided \(1\) must be greater or equal"):
+        F.expand(x, 3)
+    with pytest.raises(RuntimeError, match=r"isn't allowed in a leading, non-existing dimension 0"):
+        F.expand(x, -1, 2, 3)
+    with pytest.raises(RuntimeError, match=r"^expand: the expanded size \[2, 4\] must match the existing size \[2, 3\]"):
+        F.expand(x, 2, 4)
+    with pytest.raises(RuntimeError, match=r"must match the existing size"):
+        F.expand(x.T, 2, 2)  # non-contiguous: numpy's path, the same error
+
+
+def test_expand_backward_sums_over_the_copies():
+    x = T([[1.0], [2.0]], requires_grad=True)
+    w = np.arange(12.0).reshape(3, 2, 2)
+    (F.expand(x, 3, 2, 2) * T(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), w.sum(axis=(0, 2))[:, None], rtol=1e-15)
+
+
+def test_squeeze_permute_transpose_and_unsqueeze_dims():
+    x = T(np.arange(6.0).reshape(1, 2, 1, 3))
+    assert F.squeeze(x).shape == (2, 3)
+    assert F.squeeze(x, (0, -2)).shape == (2, 3)
+    assert F.squeeze(x, [2]).shape == (1, 2, 3)
+    assert F.squeeze(x, 1).shape == (1, 2, 1, 3)  # size 2: left alone
+    assert F.squeeze(x, (1, 3)).shape == (1, 2, 1, 3)
+    assert F.squeeze(T(4.0), 0).shape == () and F.squeeze(T(4.0), -1).shape == ()
+    assert F.unsqueeze(T(4.0), -1).shape == (1,)
+    assert F.unsqueeze(x, -1).shape == (1, 2, 1, 3, 1) and F.unsqueeze(x, -5).shape == (1, 1, 2, 1, 3)
+    a = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(F.permute(T(a), -1, 0, -2).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(F.permute(T(a), (2, 0, 1)).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(F.transpose(T(a), -1, 0).numpy(), a.swapaxes(2, 0))
+    assert F.permute(T(4.0)).shape == () and F.transpose(T(4.0), 0, -1).item() == 4.0
+    with pytest.raises(RuntimeError, match=r"^permute: dims \[0, 0, 1\] must be a permutation of 0\.\.2"):
+        F.permute(T(a), 0, 0, 1)
+    with pytest.raises(RuntimeError, match="must be a permutation"):
+        F.permute(T(a), 0, 1, 3)
+    with pytest.raises(RuntimeError, match="must be a permutation"):
+        F.permute(T(a), 0, 1)
+    with pytest.raises(TypeError, match=r"^permute\(\): argument 'dims' must be tuple of ints, but found element of type float at pos 1"):
+        F.permute(T(a), 0, 1.0, 2)
+
+
+def test_shape_op_gradients_go_back_to_the_input_layout():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    w = np.random.default_rng(6).standard_normal((4, 2, 3))
+    x = T(a, requires_grad=True)
+    (F.permute(x, 2, 0, 1) * T(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), w.transpose(1, 2, 0))
+    x = T(a, requires_grad=True)
+    (F.transpose(x, 0, 2) * T(w.transpose(0, 2, 1))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), w.transpose(0, 2, 1).swapaxes(0, 2))
+    x = T(a[:, :1], requires_grad=True)  # (2, 1, 4)
+    (F.squeeze(x, 1) * T(np.ones((2, 4)) * [1.0, 2, 3, 4])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.broadcast_to([1.0, 2, 3, 4], (2, 1, 4)))
+    x = T(a[0], requires_grad=True)  # (3, 4)
+    (F.unsqueeze(x, 1) * T(np.arange(12.0).reshape(3, 1, 4))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(12.0).reshape(3, 4))
+
+
+def test_flatten_edge_cases():
+    x = T(np.arange(24.0).reshape(2, 3, 4))
+    assert F.flatten(x, 1, 1) is x  # nothing to merge: the tensor itself
+    assert F.flatten(x, -1) is x
+    assert F.flatten(T(5.0)).shape == (1,)
+    assert F.flatten(x, 0, 1).shape == (6, 4) and F.flatten(x, -2).shape == (2, 12)
+    np.testing.assert_array_equal(F.flatten(x, 1).numpy(), np.arange(24.0).reshape(2, 12))
+    e = T(np.zeros((0, 3, 4)))
+    assert F.flatten(e, 1).shape == (0, 12) and F.flatten(e).shape == (0,) and F.flatten(e, 0, 1).shape == (0, 4)
+    with pytest.raises(RuntimeError, match="start_dim cannot come after end_dim"):
+        F.flatten(x, 2, 1)
+
+
+def test_cat_and_stack_values_gradients_and_errors():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2) + 10
+    x, y = T(a, requires_grad=True), T(b, requires_grad=True)
+    out = F.cat([x, y], dim=-1)
+    np.testing.assert_array_equal(out.detach().numpy(), np.hstack([a, b]))
+    w = np.arange(10.0).reshape(2, 5)
+    (out * T(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), w[:, :3])
+    np.testing.assert_array_equal(y.grad.numpy(), w[:, 3:])
+    p, q = T([1.0, 2.0], requires_grad=True), T([3.0, 4.0], requires_grad=True)
+    s = F.stack([p, q], dim=-1)
+    np.testing.assert_array_equal(s.detach().numpy(), [[1.0, 3.0], [2.0, 4.0]])
+    (s * T([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    assert p.grad.tolist() == [1.0, 3.0] and q.grad.tolist() == [2.0, 4.0]
+    assert F.stack((T(1.0), T(2.0))).tolist() == [1.0, 2.0]  # any iterable, 0-d tensors
+    with pytest.raises(RuntimeError, match="^cat: expected a non-empty list of tensors"):
+        F.cat([])
+    with pytest.raises(RuntimeError, match=r"^cat: tensors must have the same shape except in dimension 0; got \[2, 3\], \[2, 2\]"):
+        F.cat([T(a), T(b)])
+    with pytest.raises(RuntimeError, match="^stack: expected a non-empty list of tensors"):
+        F.stack(iter([]))
+    with pytest.raises(RuntimeError, match=r"^stack: expects each tensor to be equal size, but got \[2, 3\], \[2, 2\]"):
+        F.stack([T(a), T(b)])
+
+
+def test_indexing_views_copies_and_their_gradients():
+    a = np.arange(12.0).reshape(3, 4)
+    x = T(a)
+    y = x[1, 2]  # all-integer key: a 0-d view, as in PyTorch
+    assert y.shape == () and y.storage is x.storage and y.item() == 6.0
+    assert x[(2,)].storage is x.storage
+    key = np.array([2, 0, 2])
+    x = T(a, requires_grad=True)
+    z = x[key]
+    key[:] = 1  # the caller's array changes after forward: the gradient does not
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.array([1.0, 0, 2])[:, None] * np.ones((1, 4)))
+    x = T(a, requires_grad=True)
+    x[[0, 0, 1], [3, 3, 3]].sum().backward()  # repeated indices receive the sum
+    want = np.zeros((3, 4))
+    want[0, 3], want[1, 3] = 2.0, 1.0
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    x = T(a, requires_grad=True)
+    x[1:, ::2].sum().backward()  # basic indexing: a plain write
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0, 0, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
+    x = T(a, requires_grad=True)
+    (gx,) = mt.autograd.grad((x[[0, 0, 2]] ** 2).sum(), [x], create_graph=True)
+    (gx * T(np.arange(12.0).reshape(3, 4))).sum().backward()  # IndexAdd's backward: gg[key]
+    want = np.zeros((3, 4))
+    want[0], want[2] = 2 * 2 * np.arange(4.0), 2 * np.arange(8.0, 12.0)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    with pytest.raises(IndexError, match=r"^index 5 is out of bounds for dimension 0 with size 3 \(indexing a tensor of shape \[3, 4\]\)"):
+        T(a)[5]
