@@ -515,3 +515,96 @@ def test_indexing_views_copies_and_their_gradients():
     np.testing.assert_array_equal(x.grad.numpy(), want)
     with pytest.raises(IndexError, match=r"^index 5 is out of bounds for dimension 0 with size 3 \(indexing a tensor of shape \[3, 4\]\)"):
         T(a)[5]
+
+
+# -- linalg.py: Linear's backward ----------------------------------------------------------------------
+def _backward_allocations(x_shape, bias, flat):
+    """Allocations made by backward of linear(x).sum() with x requiring a gradient, and W, b
+    either placed in a flat gradient buffer (flat) or needing no gradient at all."""
+    model = mt.nn.Linear(3, 4, bias=bias).double()
+    if flat:
+        mt.nn.flatten_parameters(model)
+    else:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    x = mt.randn(*x_shape, dtype=mt.float64, requires_grad=True)
+    loss = model(x).sum()
+    before = mt.memory.stats()["allocations"]
+    loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    return mt.memory.stats()["allocations"] - before, model, x, grads
+
+
+@pytest.mark.parametrize("x_shape,bias", [((5, 3), True), ((2, 5, 3), True), ((3,), False), ((5, 3), False)])
+def test_linear_writes_weight_and_bias_gradients_straight_into_the_flat_buffer(x_shape, bias):
+    """dL/dW and dL/db cost no allocation when their homes are slices of a flat buffer:
+    exactly as many allocations as when W and b need no gradient at all."""
+    n_flat, model, x, grads = _backward_allocations(x_shape, bias, flat=True)
+    n_frozen, *_ = _backward_allocations(x_shape, bias, flat=False)
+    assert n_flat == n_frozen
+    xs = x.detach().numpy().reshape(-1, 3)
+    np.testing.assert_allclose(grads[0].numpy(), np.ones((4, 1)) * xs.sum(axis=0), rtol=1e-12)  # Gᵀ x, G = 1
+    if bias:
+        np.testing.assert_allclose(grads[1].numpy(), np.full(4, xs.shape[0]), rtol=1e-15)
+
+
+def test_linear_weight_gradient_ignores_a_destination_of_another_shape_or_dtype():
+    """_destination: the engine's out[i] is used only when it has the gradient's shape and dtype."""
+    from microtorch.functions.linalg import _destination
+    right = mt.zeros(4, 3, dtype=mt.float64)
+    assert _destination([None, right], 1, (4, 3), np.dtype(np.float64)) is right
+    for out in (None, [None, None], [None, mt.zeros(3, 4, dtype=mt.float64)], [None, mt.zeros(4, 3)]):
+        d = _destination(out, 1, (4, 3), np.dtype(np.float64))
+        assert d.shape == (4, 3) and d.dtype == mt.float64 and d is not right
+        assert out is None or all(d is not o for o in out)
+    assert _destination([right, None], 0, (4, 3), np.dtype(np.float64)) is right
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("x_shape,b_shape", [((5, 3), (4,)), ((2, 5, 3), (4,)), ((3,), (4,)), ((5, 3), (5, 4)),
+                                              ((5, 3), (1, 4)), ((2, 5, 3), (5, 1)), ((3,), None), ((2, 5, 3), None)])
+def test_linear_gradients_for_every_input_and_bias_shape(x_shape, b_shape, create_graph):
+    """dL/dx = G W, dL/dW = Gᵀ x (rows flattened), dL/db = G summed to b's shape; both paths
+    (numpy_backward without a graph, the ops with create_graph=True)."""
+    rng = np.random.default_rng(7)
+    x0, w0 = rng.standard_normal(x_shape), rng.standard_normal((4, 3))
+    b0 = None if b_shape is None else rng.standard_normal(b_shape)
+    out_shape = x_shape[:-1] + (4,)
+    g0 = rng.standard_normal(out_shape)
+    x, w = T(x0, requires_grad=True), T(w0, requires_grad=True)
+    b = None if b0 is None else T(b0, requires_grad=True)
+    y = F.linear(x, w, b)
+    want_y = np.einsum("...i,oi->...o", x0, w0) + (0 if b0 is None else b0)
+    np.testing.assert_allclose(y.detach().numpy(), want_y, rtol=1e-12)
+    inputs = [x, w] + ([] if b is None else [b])
+    grads = mt.autograd.grad((y * T(g0)).sum(), inputs, create_graph=create_graph)
+    G, X = g0.reshape(-1, 4), x0.reshape(-1, 3)
+    np.testing.assert_allclose(grads[0].detach().numpy(), np.einsum("...o,oi->...i", g0, w0), rtol=1e-12)
+    np.testing.assert_allclose(grads[1].detach().numpy(), G.T @ X, rtol=1e-12)
+    if b is not None:
+        want_b = g0.sum(axis=tuple(range(g0.ndim - len(b_shape))))
+        want_b = want_b.sum(axis=tuple(i for i, n in enumerate(b_shape) if n == 1), keepdims=True)
+        np.testing.assert_allclose(grads[2].detach().numpy(), want_b.reshape(b_shape), rtol=1e-12)
+    for gi, t in zip(grads, inputs):
+        assert gi.shape == t.shape and gi.dtype == mt.float64
+    assert grads[0].requires_grad == grads[1].requires_grad == create_graph  # G W reads W, Gᵀ x reads x
+
+
+@pytest.mark.parametrize("need", [(True, False, False), (False, True, False), (False, False, True)])
+def test_linear_computes_only_the_gradients_asked_for(need):
+    x = T(np.ones((2, 3)), requires_grad=need[0])
+    w = T(np.ones((4, 3)), requires_grad=need[1])
+    b = T(np.ones(4), requires_grad=need[2])
+    F.linear(x, w, b).sum().backward()
+    assert [t.grad is not None for t in (x, w, b)] == list(need)
+
+
+def test_linear_with_a_1d_weight_is_a_dot_product():
+    x0, w0 = np.arange(6.0).reshape(2, 3), np.array([1.0, -1.0, 2.0])
+    x, w, b = T(x0, requires_grad=True), T(w0, requires_grad=True), T(0.5, requires_grad=True)
+    y = F.linear(x, w, b)
+    np.testing.assert_allclose(y.detach().numpy(), x0 @ w0 + 0.5, rtol=1e-15)
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), x0.sum(axis=0), rtol=1e-15)
+    assert b.grad.item() == 2.0
+    np.testing.assert_allclose(F.linear(x, w).detach().numpy(), x0 @ w0, rtol=1e-15)
