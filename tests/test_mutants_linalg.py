@@ -608,3 +608,126 @@ def test_linear_with_a_1d_weight_is_a_dot_product():
     np.testing.assert_allclose(w.grad.numpy(), x0.sum(axis=0), rtol=1e-15)
     assert b.grad.item() == 2.0
     np.testing.assert_allclose(F.linear(x, w).detach().numpy(), x0 @ w0, rtol=1e-15)
+
+
+# -- linalg.py: matmul's backward --------------------------------------------------------------------
+def _matmul_grads_np(a, b, g):
+    """dL/da = G Bᵀ, dL/db = Aᵀ G by explicit sums, 1-D operands promoted, batch dims summed away."""
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    g2 = g.reshape(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) + (a2.shape[-2], b2.shape[-1]))
+    ga = np.einsum("...nm,...km->...nk", g2, np.broadcast_to(b2, g2.shape[:-2] + b2.shape[-2:]))
+    gb = np.einsum("...nk,...nm->...km", np.broadcast_to(a2, g2.shape[:-2] + a2.shape[-2:]), g2)
+
+    def down(x, shape):
+        x = x.sum(axis=tuple(range(x.ndim - len(shape)))) if x.ndim > len(shape) else x
+        return x.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True)
+    return down(ga, a2.shape).reshape(a.shape), down(gb, b2.shape).reshape(b.shape)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((4,), (4,)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (2, 4, 5)),
+                                   ((2, 3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5))])
+def test_matmul_gradients_for_every_operand_rank(sa, sb, create_graph):
+    rng = np.random.default_rng(8)
+    a0, b0 = rng.standard_normal(sa), rng.standard_normal(sb)
+    a, b = T(a0, requires_grad=True), T(b0, requires_grad=True)
+    y = F.matmul(a, b)
+    g0 = rng.standard_normal(y.shape)
+    ga, gb = mt.autograd.grad((y * T(g0)).sum(), [a, b], create_graph=create_graph)
+    want_a, want_b = _matmul_grads_np(a0, b0, g0)
+    assert ga.shape == sa and gb.shape == sb
+    np.testing.assert_allclose(ga.detach().numpy(), want_a, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gb.detach().numpy(), want_b, rtol=1e-12, atol=1e-14)
+    for need_a in (True, False):  # one operand needing no gradient gets none
+        a, b = T(a0, requires_grad=need_a), T(b0, requires_grad=not need_a)
+        F.matmul(a, b).sum().backward()
+        assert (a.grad is None) != need_a and (b.grad is None) == need_a
+
+
+def test_the_gradient_of_a_transposed_weight_comes_back_in_the_weights_layout():
+    """x @ W.T: the gradient reaching W.T is (Gᵀ x)ᵀ, the transpose of a C-contiguous array of
+    W's shape, so Transpose's backward gives W a contiguous gradient without a copy; for a
+    plain (contiguous) b it is Aᵀ G, itself C-contiguous."""
+    rng = np.random.default_rng(9)
+    w0, x0 = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    w = T(w0, requires_grad=True)
+    wt = w.T
+    wt.retain_grad()
+    (T(x0) @ wt).sum().backward()
+    assert wt.grad.stride() == (1, 3) and wt.grad.T.is_contiguous()
+    np.testing.assert_allclose(w.grad.numpy(), np.ones((4, 5)) @ x0, rtol=1e-12)
+    b = T(w0.T.copy(), requires_grad=True)
+    (T(x0) @ b).sum().backward()
+    assert b.grad.is_contiguous()
+    np.testing.assert_allclose(b.grad.numpy(), x0.T @ np.ones((5, 4)), rtol=1e-12)
+
+
+def test_matmul_errors():
+    with pytest.raises(RuntimeError, match=r"^matmul: both arguments need at least 1 dimension, but they have 0 and 1 \(shapes \[\] and \[3\]\)"):
+        F.matmul(T(2.0), T([1.0, 2.0, 3.0]))
+    with pytest.raises(RuntimeError, match=r"^matmul: shapes \[2, 3\] and \[4\] cannot be multiplied \(inner dimensions 3 != 4\)"):
+        F.matmul(T(np.ones((2, 3))), T(np.ones(4)))
+    with pytest.raises(RuntimeError, match=r"^matmul: shapes \[2, 2, 3\] and \[4, 5\] cannot be multiplied \(inner dimensions 3 != 4\)"):
+        F.matmul(T(np.ones((2, 2, 3))), T(np.ones((4, 5))))
+    with pytest.raises(RuntimeError, match=r"^matmul: batch dimensions of \[2, 2, 3\] and \[3, 3, 4\] do not broadcast"):
+        F.matmul(T(np.ones((2, 2, 3))), T(np.ones((3, 3, 4))))
+    with pytest.raises(RuntimeError, match=r"^expected m1 and m2 to have the same dtype, but got: float != double"):
+        F.matmul(mt.ones(2, 2), T(np.ones((2, 2))))
+    with pytest.raises(NotImplementedError, match="matmul is not implemented for 'Bool' tensors"):
+        F.matmul(mt.tensor([[True]]), mt.tensor([[False]]))
+    assert F.matmul(T(np.eye(2)), [[1.0, 2.0], [3.0, 4.0]]).tolist() == [[1.0, 2.0], [3.0, 4.0]]  # a list operand
+
+
+# -- reduction.py: max/min along a dim ----------------------------------------------------------------
+def test_max_and_min_along_a_dim_send_the_gradient_to_the_first_extreme():
+    a = np.array([[1.0, 5.0, 5.0], [7.0, 0.0, 7.0]])
+    x = T(a, requires_grad=True)
+    v, i = F.max(x, 1, keepdim=True)
+    assert v.shape == (2, 1) and i.shape == (2, 1) and i.dtype == mt.int64 and i.tolist() == [[1], [0]]
+    (v * T([[2.0], [3.0]])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 2, 0], [3, 0, 0]])
+    x = T(a, requires_grad=True)
+    v, i = F.min(x, -2)
+    assert v.tolist() == [1.0, 0.0, 5.0] and i.tolist() == [0, 1, 0]
+    (v * T([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1, 0, 3], [0, 2, 0]])
+    v, i = F.max(T(a), 0)
+    assert v.tolist() == [7.0, 5.0, 7.0] and i.tolist() == [1, 0, 1]
+    assert F.max(T(a)).item() == 7.0 and F.min(T(a)).item() == 0.0
+
+
+def test_max_min_errors():
+    with pytest.raises(IndexError, match=r"^max\(\): a 0-d tensor has no dimension 0; use max\(\) without dim"):
+        F.max(T(3.0), 0)
+    with pytest.raises(IndexError, match=r"^min\(\): a 0-d tensor has no dimension -1"):
+        F.min(T(3.0), -1)
+    with pytest.raises(IndexError, match=r"^max\(\): cannot reduce over dimension 0, which has size 0"):
+        F.max(T(np.zeros((0, 3))), 0)
+    with pytest.raises(IndexError, match=r"^min\(\): cannot reduce over dimension -2, which has size 0"):
+        F.min(T(np.zeros((0, 3))), -2)
+    with pytest.raises(RuntimeError, match=r"Expected reduction dim to be specified for input.numel\(\) == 0"):
+        F.amax(T(np.zeros((0, 3))), 1)
+    with pytest.raises(IndexError, match=r"^min: Dimension out of range"):
+        F.min(T(np.zeros((2, 3))), 2)
+    with pytest.raises(IndexError, match=r"^min: Dimension out of range"):
+        F.amin(T(np.zeros((2, 3))), 2)
+
+
+def test_sum_and_mean_keepdim_shapes_and_gradients():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for dim in (None, 1, (0, 2), (-1,)):
+        for keepdim in (False, True):
+            want = a.sum(axis=dim, keepdims=keepdim)
+            assert F.sum(T(a), dim, keepdim).shape == want.shape
+            x = T(a, requires_grad=True)
+            w = np.arange(want.size, dtype=float).reshape(want.shape) + 1
+            (F.mean(x, dim, keepdim) * T(w)).sum().backward()
+            n = a.size // want.size
+            spread = np.broadcast_to(w if keepdim else np.expand_dims(w, dim if dim is not None else (0, 1, 2)),
+                                     a.shape) / n
+            np.testing.assert_allclose(x.grad.numpy(), spread, rtol=1e-15)
+    assert F.sum(T(a), dtype=mt.float32).dtype == mt.float32
+    assert F.mean(mt.tensor([1, 2]), dtype=mt.float64).item() == 1.5
+    with pytest.raises(RuntimeError, match=r"^mean\(\): could not infer output dtype"):
+        F.mean(mt.tensor([1, 2]))
