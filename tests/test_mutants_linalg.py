@@ -8,6 +8,8 @@ from the code under test. Which mutant each test kills is listed in ``tests/READ
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -60,7 +62,9 @@ def test_max_shares_the_gradient_with_nans_but_amax_gives_nan():
     v.backward()
     assert x.grad.tolist() == [0.0, 1.0, 0.0]  # PyTorch's max(): the NaN is the maximum
     y = T([[1.0, np.nan, 3.0], [4.0, 2.0, 0.0]], requires_grad=True)
-    y.amax().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the 0/0 is on purpose: no RuntimeWarning either
+        y.amax().backward()
     assert np.isnan(y.grad.numpy()).all()  # amax marks no element: 0/0
 
 
@@ -731,3 +735,23 @@ def test_sum_and_mean_keepdim_shapes_and_gradients():
     assert F.mean(mt.tensor([1, 2]), dtype=mt.float64).item() == 1.5
     with pytest.raises(RuntimeError, match=r"^mean\(\): could not infer output dtype"):
         F.mean(mt.tensor([1, 2]))
+
+
+def test_the_op_classes_defaults_reduce_everything_without_keepdim():
+    """Function.apply with only the required arguments: the defaults in each forward's
+    signature (all dims, no keepdim, the maximum, NaNs not hits, no bias, dim 0)."""
+    from microtorch.functions.linalg import Linear
+    from microtorch.functions.reduction import Amax, Mean, Sum
+    from microtorch.functions.shape import Cat, Index
+    a = np.array([[1.0, 4.0], [np.nan, 2.0]])
+    assert Sum.apply(T(a[1:])).shape == () and Sum.apply(T(a[:1])).item() == 5.0
+    assert Mean.apply(T(a[:1])).shape == () and Mean.apply(T(a[:1])).item() == 2.5
+    m = Amax.apply(T(a[:1]))
+    assert m.shape == () and m.item() == 4.0
+    x = T(a, requires_grad=True)
+    Amax.apply(x).backward()  # nan_hits=False: amax's rule, no element marked
+    assert np.isnan(x.grad.numpy()).all()
+    w = T(np.ones((3, 2)))
+    np.testing.assert_array_equal(Linear.apply(T(a[:1]), w).numpy(), [[5.0, 5.0, 5.0]])
+    assert Index.apply(T(a), (0, 1)).item() == 4.0
+    assert Cat.apply(T(a[:1]), T(a[:1])).shape == (2, 2)
