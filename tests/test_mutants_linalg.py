@@ -755,3 +755,44 @@ def test_the_op_classes_defaults_reduce_everything_without_keepdim():
     np.testing.assert_array_equal(Linear.apply(T(a[:1]), w).numpy(), [[5.0, 5.0, 5.0]])
     assert Index.apply(T(a), (0, 1)).item() == 4.0
     assert Cat.apply(T(a[:1]), T(a[:1])).shape == (2, 2)
+
+
+def test_cross_entropy_of_1d_logits_takes_every_kind_of_target():
+    """(C,) logits: ℓ = log Σⱼ exp(xⱼ) − x_t, a 0-d result for every reduction; a float target of
+    the logits' shape is a probability vector: ℓ = −Σⱼ pⱼ log softmax(x)ⱼ."""
+    x0 = np.array([1.0, 2.0, 3.0])
+    lse = np.log(np.exp(x0).sum())
+    for t in (2, np.int64(2), mt.tensor(2), [2], np.array(2), mt.tensor([2])):
+        for reduction in ("mean", "sum", "none"):
+            got = F.cross_entropy(T(x0), t, reduction=reduction)
+            assert got.shape == ()
+            np.testing.assert_allclose(got.item(), lse - 3.0, rtol=1e-14)
+    assert F.cross_entropy(T(x0), mt.tensor(-100), reduction="none").item() == 0.0
+    smoothed = F.cross_entropy(T(x0), mt.tensor(0), label_smoothing=0.3).item()
+    np.testing.assert_allclose(smoothed, 0.7 * (lse - 1.0) + 0.1 * (3 * lse - 6.0), rtol=1e-14)
+    p = np.array([0.2, 0.3, 0.5])
+    for reduction in ("mean", "sum", "none"):
+        got = F.cross_entropy(T(x0), T(p), reduction=reduction)
+        assert got.shape == ()
+        np.testing.assert_allclose(got.item(), -(p * (x0 - lse)).sum(), rtol=1e-14)
+    with pytest.raises(RuntimeError, match=r"expected a probability target of dtype float64 \(the input's\), got float32"):
+        F.cross_entropy(T(x0), mt.tensor(p, dtype=mt.float32))
+    with pytest.raises(ValueError, match="a probability target must have the input's shape"):
+        F.cross_entropy(T(np.ones((2, 3))), T(np.ones((2, 4)) / 4))
+    with pytest.raises(TypeError, match="target must hold integer class indices"):
+        F.cross_entropy(T(np.ones((2, 3))), T([0.0, 1.0]))  # float, but not of the logits' rank: indices
+
+
+def test_index_tensors_are_saved_for_their_versions_and_mixed_keys_accumulate():
+    x = T(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    idx = mt.tensor([0, 2])
+    y = x[idx]
+    idx.add_(1)  # the index changed before backward: the version error, not a wrong scatter
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    x = T(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    x[[0, 0, 2], 1:3].sum().backward()  # an array and a slice: repeated rows still add up
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 2, 2, 0], [0, 0, 0, 0], [0, 1, 1, 0]])
+    x = T(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    x[mt.tensor([1, 1]), mt.tensor([0, 0])].sum().backward()
+    assert x.grad.numpy()[1, 0] == 2.0 and x.grad.numpy().sum() == 2.0
