@@ -404,6 +404,9 @@ def test_expand_errors():
         F.expand(x, 2, 4)
     with pytest.raises(RuntimeError, match=r"must match the existing size"):
         F.expand(x.T, 2, 2)  # non-contiguous: numpy's path, the same error
+    for a, shape in (([1.0, 2.0, 3.0], (2,)), ([1.0, 2.0], (1,)), ([[1.0, 2.0, 3.0]], (2, 2))):
+        with pytest.raises(RuntimeError, match=r"must match the existing size"):  # never a shorter view
+            F.expand(T(a), *shape)
 
 
 def test_expand_backward_sums_over_the_copies():
