@@ -390,6 +390,10 @@ def test_expand_and_broadcast_to_are_read_only_stride_0_views():
     y = F.expand(t, 4, 3, 2)
     assert y.stride() == (0, 1, 3)
     np.testing.assert_array_equal(y.numpy(), np.broadcast_to(np.arange(6.0).reshape(2, 3).T, (4, 3, 2)))
+    for shape in ((3, 1), (1, 3, 1), (3, 0)):  # size-1 and new dims get stride 0 even when not widened
+        want = np.broadcast_to(base.numpy(), shape)
+        assert F.expand(base, *shape).stride() == tuple(st // 8 for st in want.strides) == (
+            (1, 0) if shape == (3, 1) else (0, 1, 0) if shape == (1, 3, 1) else (1, 0))
     s = T(7.0)  # 0-d
     assert F.expand(s, 2, 2).tolist() == [[7.0, 7.0], [7.0, 7.0]]
 
