@@ -392,8 +392,14 @@ def test_expand_and_broadcast_to_are_read_only_stride_0_views():
     np.testing.assert_array_equal(y.numpy(), np.broadcast_to(np.arange(6.0).reshape(2, 3).T, (4, 3, 2)))
     for shape in ((3, 1), (1, 3, 1), (3, 0)):  # size-1 and new dims get stride 0 even when not widened
         want = np.broadcast_to(base.numpy(), shape)
-        assert F.expand(base, *shape).stride() == tuple(st // 8 for st in want.strides) == (
+        got = F.expand(base, *shape)
+        assert got.stride() == tuple(st // 8 for st in want.strides) == (
             (1, 0) if shape == (3, 1) else (0, 1, 0) if shape == (1, 3, 1) else (1, 0))
+    for dtype in (mt.float32, mt.int64, mt.int32, mt.bool):  # the view keeps the source's dtype
+        src = mt.tensor([[1], [0], [3]], dtype=dtype)
+        got = F.expand(src, 2, 3, 2)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), np.broadcast_to(src.numpy(), (2, 3, 2)))
     s = T(7.0)  # 0-d
     assert F.expand(s, 2, 2).tolist() == [[7.0, 7.0], [7.0, 7.0]]
 
