@@ -400,6 +400,9 @@ def test_expand_and_broadcast_to_are_read_only_stride_0_views():
         got = F.expand(src, 2, 3, 2)
         assert got.dtype == dtype
         np.testing.assert_array_equal(got.numpy(), np.broadcast_to(src.numpy(), (2, 3, 2)))
+    strided = T(np.arange(12.0).reshape(3, 4))[:, ::2]  # no contiguous buffer at all: numpy's path
+    np.testing.assert_array_equal(F.expand(strided, 2, 3, 2).numpy(),
+                                  np.broadcast_to(np.arange(12.0).reshape(3, 4)[:, ::2], (2, 3, 2)))
     s = T(7.0)  # 0-d
     assert F.expand(s, 2, 2).tolist() == [[7.0, 7.0], [7.0, 7.0]]
 
