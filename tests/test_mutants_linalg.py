@@ -480,8 +480,17 @@ def test_flatten_edge_cases():
     np.testing.assert_array_equal(F.flatten(x, 1).numpy(), np.arange(24.0).reshape(2, 12))
     e = T(np.zeros((0, 3, 4)))
     assert F.flatten(e, 1).shape == (0, 12) and F.flatten(e).shape == (0,) and F.flatten(e, 0, 1).shape == (0, 4)
+    e2 = T(np.zeros((2, 3, 4, 0)))  # empty, the zero outside the merged dims
+    assert F.flatten(e2, 0, 1).shape == (6, 4, 0) and F.flatten(e2, 1, 2).shape == (2, 12, 0)
+    assert F.flatten(e2, 2).shape == (2, 3, 0)
     with pytest.raises(RuntimeError, match="start_dim cannot come after end_dim"):
         F.flatten(x, 2, 1)
+    for dims in ((3,), (0, 3), (-4, 1), (0, -4)):  # either dim out of range: flatten's own error
+        with pytest.raises(IndexError, match=r"^flatten: dimension -?\d is out of range for a tensor with 3 dimension"):
+            F.flatten(x, *dims)
+    for dims in ((1.0,), (0, 1.5)):
+        with pytest.raises(TypeError, match=r"^flatten\(\): argument 'dim' must be an int, got float"):
+            F.flatten(x, *dims)
 
 
 def test_cat_and_stack_values_gradients_and_errors():
