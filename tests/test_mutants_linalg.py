@@ -24,10 +24,13 @@ def T(a, requires_grad=False):
 
 
 # -- shape.py -----------------------------------------------------------------------------------
-def test_broadcast_to_names_itself_in_a_size_error():
+@pytest.mark.parametrize("op", ["broadcast_to", "view", "reshape", "expand"])
+def test_size_ops_name_themselves_in_a_size_error(op):
     x = T([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"^broadcast_to\(\): argument 'size' must be tuple of ints"):
-        F.broadcast_to(x, (2, 2.5))
+    call = {"broadcast_to": lambda: F.broadcast_to(x, (2, 2.5)), "view": lambda: F.view(x, 2, 2.5),
+            "reshape": lambda: F.reshape(x, (2, 2.5)), "expand": lambda: F.expand(x, 2, 2.5)}[op]
+    with pytest.raises(TypeError, match=rf"^{op}\(\): argument 'size' must be tuple of ints"):
+        call()
 
 
 # -- loss.py: shifted by each row's own maximum ---------------------------------------------------
