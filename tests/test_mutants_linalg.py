@@ -826,3 +826,25 @@ def test_index_tensors_are_saved_for_their_versions_and_mixed_keys_accumulate():
     x = T(np.arange(12.0).reshape(3, 4), requires_grad=True)
     x[mt.tensor([1, 1]), mt.tensor([0, 0])].sum().backward()
     assert x.grad.numpy()[1, 0] == 2.0 and x.grad.numpy().sum() == 2.0
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_an_ignored_row_holding_minus_inf_contributes_nothing(label_smoothing):
+    """A masked logit (−inf) in an ignored row: that row is 0, not NaN (−inf · 0), as in PyTorch;
+    the kept row's loss and gradient are those of cross-entropy on that row alone. In float32."""
+    lg = [[-np.inf, 0.0], [1.0, 2.0]]
+    row = np.array([1.0, 2.0])
+    logp = row - np.log(np.exp(row).sum())
+    kept_loss = -(1 - label_smoothing) * logp[1] - label_smoothing / 2 * logp.sum()
+    for reduction, want in (("none", [0.0, kept_loss]), ("sum", kept_loss), ("mean", kept_loss)):
+        got = F.cross_entropy(mt.tensor(lg), mt.tensor([-100, 1]), reduction=reduction, label_smoothing=label_smoothing)
+        assert got.dtype == mt.float32
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    if label_smoothing == 0.0:
+        got = F.nll_loss(mt.tensor(lg), mt.tensor([-100, 1]), reduction="none")
+        assert got.dtype == mt.float32 and got.tolist() == [0.0, -2.0]
+    x = mt.tensor(lg, requires_grad=True)
+    F.cross_entropy(x, mt.tensor([-100, 1]), label_smoothing=label_smoothing).backward()
+    s = np.exp(logp)
+    want_row = s - ((1 - label_smoothing) * np.array([0.0, 1.0]) + label_smoothing / 2)
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0], want_row], rtol=1e-6, atol=1e-7)
