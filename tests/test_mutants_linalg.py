@@ -848,3 +848,9 @@ def test_an_ignored_row_holding_minus_inf_contributes_nothing(label_smoothing):
     s = np.exp(logp)
     want_row = s - ((1 - label_smoothing) * np.array([0.0, 1.0]) + label_smoothing / 2)
     np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0], want_row], rtol=1e-6, atol=1e-7)
+
+
+def test_linear_refuses_a_3d_weight_whose_middle_size_matches():
+    """W (4, 3, 5) with x (2, 3): in_features lines up with W's dim 1, but W must be 2-D."""
+    with pytest.raises(RuntimeError, match=r"^linear: weight must be 2-D \(out_features, in_features\), got shape \[4, 3, 5\]"):
+        F.linear(mt.ones(2, 3), mt.ones(4, 3, 5))
