@@ -854,3 +854,10 @@ def test_linear_refuses_a_3d_weight_whose_middle_size_matches():
     """W (4, 3, 5) with x (2, 3): in_features lines up with W's dim 1, but W must be 2-D."""
     with pytest.raises(RuntimeError, match=r"^linear: weight must be 2-D \(out_features, in_features\), got shape \[4, 3, 5\]"):
         F.linear(mt.ones(2, 3), mt.ones(4, 3, 5))
+
+
+def test_linear_mismatched_in_features_is_linears_error_not_numpys():
+    with pytest.raises(RuntimeError, match=r"^linear: input of shape \[2, 3\] and weight of shape \[4, 5\] cannot be multiplied"):
+        F.linear(mt.ones(2, 3), mt.ones(4, 5))
+    with pytest.raises(RuntimeError, match=r"the input's last dimension is 3, the weight's is 5"):
+        F.linear(mt.ones(2, 3), mt.ones(4, 5), mt.ones(4))
