@@ -698,7 +698,7 @@ def test_the_gradient_of_a_transposed_weight_comes_back_in_the_weights_layout():
 
 
 def test_matmul_errors():
-    with pytest.raises(RuntimeError, match=r"^matmul: both arguments need at least 1 dimension, but they have 0 and 1 \(shapes \[\] and \[3\]\)"):
+    with pytest.raises(RuntimeError, match=r"^matmul: both arguments need at least 1 dimension, but they have 0 and 1 \(shapes \[\] and \[3\]\); use \* for scaling by a scalar$"):
         F.matmul(T(2.0), T([1.0, 2.0, 3.0]))
     with pytest.raises(RuntimeError, match=r"^matmul: shapes \[2, 3\] and \[4\] cannot be multiplied \(inner dimensions 3 != 4\)"):
         F.matmul(T(np.ones((2, 3))), T(np.ones(4)))
