@@ -175,6 +175,8 @@ def test_linear_dtype_error_lists_each_operand_and_its_dtype():
         F.linear(x, w, mt.ones(4))
     with pytest.raises(RuntimeError, match=r"same dtype, got input mt\.float32, weight mt\.float64; "):
         F.linear(x, w)
+    with pytest.raises(RuntimeError, match=r"same dtype, got input mt\.float32, weight mt\.float32, bias mt\.float64; "):
+        F.linear(x, mt.ones(4, 3), mt.ones(4, dtype=mt.float64))  # only the bias differs
 
 
 def test_linear_refuses_a_bias_shaped_like_the_weight():
