@@ -94,6 +94,8 @@ def test_reduction_dims_accept_numpy_ints_and_lists_and_refuse_bools():
         F.sum(T(a), True)
     with pytest.raises(TypeError, match=r"mean\(\): argument 'dim'"):
         F.mean(T(a), (0, 1.0))
+    with pytest.raises(TypeError, match=r"^sum\(\): argument 'dim' must be an int or a tuple of ints, got float \(1\.0\)"):
+        F.sum(T(a), 1.0)  # neither an int nor a tuple: not iterated
     with pytest.raises(RuntimeError, match="names a dimension twice"):
         F.sum(T(a), (1, -1))
     with pytest.raises(IndexError, match=r"range of \[-2, 1\], but got -3"):
