@@ -698,6 +698,10 @@ def test_the_gradient_of_a_transposed_weight_comes_back_in_the_weights_layout():
     b = T(w0.T.copy(), requires_grad=True)
     (T(x0) @ b).sum().backward()
     assert b.grad.is_contiguous()
+    b2 = T(w0.T.copy(), requires_grad=True) * 1.0  # a non-leaf: its retained gradient is the op's own result
+    b2.retain_grad()
+    (T(x0) @ b2).sum().backward()
+    assert b2.grad.is_contiguous()
     np.testing.assert_allclose(b.grad.numpy(), x0.T @ np.ones((5, 4)), rtol=1e-12)
 
 
