@@ -8,6 +8,7 @@ import numpy as np
 from ..creation import tensor
 from ..node import Function
 from ..tensor_base import TensorBase as Tensor, _dim
+from .elementwise import where
 from .inplace_checks import _TORCH_NAMES
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -231,15 +232,17 @@ def _smoothed_nll(logp, target, ignore_index, label_smoothing, reduction):
 
         ℓᵢ = −(1 − ε) logp[i, tᵢ] − (ε / C) Σⱼ logp[i, j]   (0 where tᵢ = ignore_index),
 
-    and "mean" divides Σ ℓᵢ by the number of rows not ignored (PyTorch's rule)."""
+    and "mean" divides Σ ℓᵢ by the number of rows not ignored (PyTorch's rule). An ignored
+    row is selected away (``where``), not multiplied by 0: its logp may hold −inf (a masked
+    logit), and −inf · 0 would make the whole loss NaN."""
     n, c = logp.shape
     t = target._data
     kept = t != ignore_index
     picked = logp[np.arange(n), np.where(kept, t, 0)]
-    mask = Tensor._wrap(kept.astype(logp.dtype))
-    losses = -picked * mask
+    mask = Tensor._wrap(kept)
+    losses = where(mask, -picked, 0.0)
     if label_smoothing:
-        losses = (1 - label_smoothing) * losses - (label_smoothing / c) * logp.sum(dim=1) * mask
+        losses = (1 - label_smoothing) * losses - (label_smoothing / c) * where(mask, logp.sum(dim=1), 0.0)
     return _reduce(losses, reduction, int(kept.sum()))
 
 

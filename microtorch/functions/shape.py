@@ -42,7 +42,7 @@ class View(Function):
         except ValueError:
             known = int(np.prod([n for n in shape if n != -1]))
             fits = (known > 0 and x.numel() % known == 0) if -1 in shape else known == x.numel()
-            if fits:  # the size is right, so the strides are what forbid a view
+            if fits and shape.count(-1) < 2:  # the size is right, so the strides are what forbid a view
                 raise RuntimeError(
                     f"view size is not compatible with input tensor's size and stride (at least one "
                     f"dimension spans across two contiguous subspaces): shape {list(x.shape)} with "
