@@ -153,3 +153,390 @@ def test_the_topological_order_variant_records_its_schedule():
     assert [r["node"] for r in runs] == [n._nid for n in nodes]
     assert all(r["pending"] is None and r["ready"] is None for r in runs)
     assert np.allclose(x.grad.numpy(), np.exp(X0 * C0) * (1 + X0 * C0))
+
+
+# -- the gradient sink: .grad, homes in a flat buffer, version counters --------------------------
+def test_a_leafs_own_grad_is_a_gradient_storage_bumped_once_per_accumulation():
+    x = leaf([1.0, -2.0, 0.5])
+    c = mt.tensor([2.0, 3.0, -1.0], dtype=mt.float64)
+    versions = []
+    for _ in range(3):
+        (x * c).sum().backward()
+        versions.append(x.grad._version)
+    assert x.grad._storage.tag == "gradient"  # served by the allocator for gradients
+    assert versions == [versions[0], versions[0] + 1, versions[0] + 2]  # each += is one in-place write
+    assert np.array_equal(x.grad.numpy(), 3 * np.array([2.0, 3.0, -1.0]))
+
+
+def test_the_grad_a_graph_saved_is_refused_after_another_backward_added_into_it():
+    x = leaf([1.0, 2.0])
+    (x * 3.0).sum().backward()
+    w = leaf([1.0, 1.0])
+    y = (x.grad * w).sum()  # saves x.grad for w's gradient
+    (x * 3.0).sum().backward()  # x.grad += 3, in place
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_a_placed_leaf_gets_its_gradient_in_its_home_with_one_version_step_per_write():
+    x = leaf([1.0, -2.0, 0.5])
+    c = np.array([2.0, 3.0, -1.0])
+    buffer = mt.zeros(5, dtype=mt.float64)
+    buffer.zero_()
+    buffer.zero_()  # the buffer's storage has seen writes before: its version is not 0
+    home = buffer[1:4]
+    gradient_sink.place(x, home)
+    try:
+        v0 = home._version
+        assert v0 >= 2
+        (x * mt.tensor(c, dtype=mt.float64)).sum().backward()
+        assert x.grad is home and home._version == v0 + 1
+        assert np.array_equal(buffer.numpy(), [0.0, *c, 0.0])
+        (x * mt.tensor(c, dtype=mt.float64)).sum().backward()
+        assert x.grad is home and home._version == v0 + 2
+        assert np.array_equal(buffer.numpy(), [0.0, *(2 * c), 0.0])
+    finally:
+        gradient_sink.remove(x)
+
+
+def test_linear_computes_its_weight_gradient_straight_into_the_flat_buffer_only_in_a_plain_backward():
+    rng = np.random.default_rng(1)
+    model = nn.Linear(3, 2).double()
+    flat = nn.flatten_parameters(model)
+    x0 = rng.standard_normal((4, 3))
+    x = mt.tensor(x0, dtype=mt.float64)
+    w_home, b_home = flat.homes[0], flat.homes[1]
+    with mt.trace() as tr:
+        model(x).sum().backward()
+    grads = {e["tensor"]: e for e in events(tr, "grad")}
+    w_event, b_event = grads[model.weight._tid], grads[model.bias._tid]
+    # the node wrote into the homes: what was accumulated is the home itself (nothing copied)
+    assert w_event["source"] == w_event["storage"] == flat.grad._storage.id
+    assert b_event["source"] == b_event["storage"] == flat.grad._storage.id
+    assert model.weight.grad is w_home and model.bias.grad is b_home
+    assert np.allclose(w_home.numpy(), np.tile(x0.sum(0), (2, 1)))  # d sum(x W^T + b) / dW = 1^T x
+    assert np.allclose(b_home.numpy(), [4.0, 4.0])
+    # grad() and backward(inputs=...) are not plain: nothing may be written into the homes of a
+    # fresh model's leaves (their .grad is None, so a plain backward would write there)
+    for call in ("grad", "inputs", "create_graph"):
+        model = nn.Linear(3, 2).double()
+        flat = nn.flatten_parameters(model)
+        assert model.weight.grad is None and np.all(flat.grad.numpy() == 0)
+        xin = mt.tensor(x0, dtype=mt.float64, requires_grad=True)
+        if call == "grad":
+            gw, = mt.grad(model(xin).sum(), [model.weight])
+            assert np.allclose(gw.numpy(), np.tile(x0.sum(0), (2, 1)))
+        elif call == "inputs":
+            model(xin).sum().backward(inputs=[xin])
+        else:
+            model(xin).sum().backward(inputs=[xin], create_graph=True)
+        assert np.all(flat.grad.numpy() == 0) and model.weight.grad is None
+        if call != "grad":
+            assert np.allclose(xin.grad.detach().numpy(), np.tile(model.weight.detach().numpy().sum(0), (4, 1)))
+
+
+def test_gradient_sink_homes_are_by_identity_and_go_with_their_leaf():
+    sink = GradientSink()
+    x, y = mt.zeros(3, requires_grad=True), mt.zeros(3, requires_grad=True)
+    hx, hy = mt.zeros(3), mt.zeros(3)
+    sink.place(x, hx)
+    sink.place(y, hy)
+    assert sink.home(x) is hx and sink.home(y) is hy and len(sink) == 2
+    assert sink.home(mt.zeros(3, requires_grad=True)) is None
+    sink.remove(mt.zeros(3))  # a leaf without a home: nothing happens
+    assert len(sink) == 2
+    sink.remove(x)
+    assert sink.home(x) is None and sink.home(y) is hy and len(sink) == 1
+    del y
+    gc.collect()
+    assert len(sink) == 0  # the entry went with its leaf
+    with pytest.raises(ValueError, match="must match its leaf"):
+        sink.place(x, mt.zeros(2))
+    with pytest.raises(ValueError, match="must match its leaf"):
+        sink.place(x, mt.zeros(3, dtype=mt.float64))
+    with pytest.raises(ValueError, match="must match its leaf"):
+        sink.place(x, mt.zeros(2, dtype=mt.float64))
+
+
+def test_destinations_are_homes_only_for_a_placed_leaf_without_grad_that_feeds_the_node_once():
+    sink = GradientSink()
+    a, b = mt.zeros(2, requires_grad=True), mt.zeros(2, requires_grad=True)
+    ha, hb = mt.zeros(2), mt.zeros(2)
+    sink.place(a, ha)
+    sink.place(b, hb)
+    c = mt.ones(2)  # needs no gradient: its edge is None
+
+    def dest(node):
+        return [("home a" if d is ha else "home b" if d is hb else d) for d in sink.destinations(node)]
+
+    assert dest((a * c).grad_fn) == ["home a", None]
+    assert dest((b * b).grad_fn) == [None, None]  # b feeds it twice: its two gradients must be added
+    assert dest(((a * 1.0) * b).grad_fn) == [None, "home b"]  # a node's edge: never a destination
+    a.grad = mt.ones(2)  # a already has a gradient: the next one is added to it, not written
+    assert dest((a * c).grad_fn) == [None, None]
+    assert dest((c * b).grad_fn) == [None, "home b"]
+
+
+def test_a_sparse_gradient_stays_sparse_and_densifies_into_the_leafs_home():
+    rows = np.array([1, 4, 1])
+    coeff = np.arange(6.0).reshape(3, 2) + 1
+    w = leaf(np.zeros((6, 2)))
+    buffer = mt.zeros(14, dtype=mt.float64)
+    home = buffer[1:13].reshape(6, 2)
+    expected = np.zeros((6, 2))
+    np.add.at(expected, rows, coeff)
+
+    def loss():
+        return (nn.functional.embedding(mt.tensor(rows), w, sparse=True) * mt.tensor(coeff, dtype=mt.float64)).sum()
+
+    gradient_sink.place(w, home)
+    try:
+        with mt.sparse.gradient_options(densify_threshold=0.1), mt.trace() as tr:
+            loss().backward()
+            first = w.grad
+            assert first.is_sparse and np.allclose(first.to_dense().numpy(), expected)
+            loss().backward()  # merged: rows 1 and 4 of 6 are more than 10 %: dense, in the home
+        assert not w.grad.is_sparse and w.grad is home
+        assert np.allclose(buffer.numpy()[1:13].reshape(6, 2), 2 * expected)
+        assert buffer.numpy()[0] == 0 and buffer.numpy()[13] == 0
+    finally:
+        gradient_sink.remove(w)
+    g1, g2 = events(tr, "grad")
+    assert g1["tensor"] == w._tid and g1["shape"] == [6, 2]
+    assert g1["storage"] == g1["source"] == first._values_t._storage.id  # the first one became .grad
+    assert g1["norm"] == pytest.approx(np.linalg.norm(coeff), rel=1e-12)  # its stored values, uncoalesced
+    assert g2["storage"] == buffer._storage.id and g2["norm"] == pytest.approx(np.linalg.norm(2 * expected))
+
+
+def test_the_grad_events_norm_is_summed_in_float64():
+    x = mt.tensor([1.0, 2.0, 3.0, 4.0], dtype=mt.float32, requires_grad=True)
+    with mt.trace() as tr:
+        (x * 1e20).sum().backward()  # a float32 gradient of 1e20: its square overflows float32
+    g, = events(tr, "grad")
+    assert g["norm"] == pytest.approx(2e20, rel=1e-6)
+
+
+# -- create_graph, inputs=, retain_graph -------------------------------------------------------
+def test_create_graph_makes_grad_a_graph_tensor_and_adds_the_next_one_with_a_graph():
+    x = leaf([0.5, -1.0])
+    (x ** 3).sum().backward(create_graph=True)
+    assert x.grad.grad_fn is not None and np.allclose(x.grad.detach().numpy(), 3 * np.array([0.5, -1.0]) ** 2)
+    first = x.grad
+    (x ** 3).sum().backward(create_graph=True)  # retained by default with create_graph: again
+    assert x.grad is not first and x.grad.grad_fn is not None
+    assert np.allclose(x.grad.detach().numpy(), 6 * np.array([0.5, -1.0]) ** 2)
+    g = x.grad
+    x.grad = None
+    g.sum().backward()  # d/dx sum(6 x^2) = 12 x
+    assert np.allclose(x.grad.numpy(), 12 * np.array([0.5, -1.0]))
+
+
+def test_backward_into_non_leaf_inputs_with_create_graph_gives_graph_gradients():
+    x = leaf([0.3, 0.7])
+    h = x.exp()
+    y = (h * h).sum()
+    y.backward(inputs=[h, x], create_graph=True)
+    e = np.exp([0.3, 0.7])
+    assert np.allclose(h.grad.detach().numpy(), 2 * e) and h.grad.grad_fn is not None
+    assert np.allclose(x.grad.detach().numpy(), 2 * e * e) and x.grad.grad_fn is not None
+    gh = h.grad
+    x.grad = None
+    gh.sum().backward(inputs=[x])  # d/dx sum(2 e^x) = 2 e^x
+    assert np.allclose(x.grad.numpy(), 2 * e)
+
+
+def test_backward_inputs_fills_only_the_leaves_asked_for():
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    (a * b).sum().backward(inputs=[a])
+    assert b.grad is None and np.array_equal(a.grad.numpy(), [3.0, 4.0])
+    (a * b).sum().backward(inputs=b)  # one tensor, not a list
+    assert np.array_equal(b.grad.numpy(), [1.0, 2.0]) and np.array_equal(a.grad.numpy(), [3.0, 4.0])
+
+
+def test_retain_graph_defaults_to_create_graph_and_an_explicit_value_wins():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()  # retained: runs again, then releases
+    assert np.allclose(x.grad.numpy(), 2 * np.exp([1.0, 2.0]) * (1 + np.array([1.0, 2.0])))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    z = (x.exp() * x).sum()
+    z.backward(create_graph=True, retain_graph=False)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        z.backward()
+    g, = mt.grad((x.exp() * x).sum(), [x], create_graph=True)
+    g.sum().backward()  # the first graph is still there (retained by create_graph)
+    w = (x.exp() * x).sum()
+    mt.grad(w, [x], retain_graph=True)
+    mt.grad(w, [x])
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        mt.grad(w, [x])
+
+
+# -- mt.grad -----------------------------------------------------------------------------------
+def test_grad_sums_every_edge_into_a_leaf_and_detaches_without_create_graph():
+    x = leaf([1.0, -2.0])
+    y = x.exp()
+    gx, gy = mt.grad((x * x * y).sum(), [x, y], retain_graph=False)
+    e = np.exp([1.0, -2.0])
+    # x enters Mul twice and Exp once: 2 x e^x + x^2 e^x; y's gradient: x^2
+    assert np.allclose(gx.numpy(), 2 * np.array([1.0, -2.0]) * e + np.array([1.0, -2.0]) ** 2 * e)
+    assert np.allclose(gy.numpy(), [1.0, 4.0])
+    assert gx.grad_fn is None and gy.grad_fn is None and x.grad is None
+    gv, = mt.grad(x * x, [x], grad_outputs=mt.tensor([1.0, 10.0], dtype=mt.float64))
+    assert np.allclose(gv.numpy(), [2.0, -40.0])
+    g2, = mt.grad((x * x).sum(), x, create_graph=True)  # a single tensor is fine too
+    assert g2.grad_fn is not None and np.allclose(g2.detach().numpy(), [2.0, -4.0])
+    h, = mt.grad(g2.sum(), [x])
+    assert np.allclose(h.numpy(), [2.0, 2.0])
+
+
+def test_grad_of_an_unused_input_raises_unless_allowed():
+    x, u = leaf([1.0]), leaf([2.0])
+    with pytest.raises(RuntimeError, match="appears to not have been used"):
+        mt.grad((x * 2).sum(), [x, u])
+    gx, gu = mt.grad((x * 2).sum(), [x, u], allow_unused=True)
+    assert gu is None and np.array_equal(gx.numpy(), [2.0])
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mt.grad((x * 2).sum(), [mt.ones(1)])
+
+
+# -- which passes are plain -------------------------------------------------------------------
+def test_in_plain_backward_tells_the_innermost_pass_and_comes_back_after_a_nested_one():
+    seen = []
+
+    class Inner(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x._data * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(("inner", autograd.in_plain_backward()))
+            return g
+
+    class Outer(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x._data * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(("outer before", autograd.in_plain_backward()))
+            u = mt.ones(2, requires_grad=True)
+            with mt.enable_grad():
+                mt.grad(Inner.apply(u).sum(), [u])  # a nested pass, not plain
+            seen.append(("outer after", autograd.in_plain_backward()))
+            return g
+
+    assert autograd.in_plain_backward() is False
+    x = mt.ones(2, requires_grad=True)
+    Outer.apply(x).sum().backward()
+    assert seen == [("outer before", True), ("inner", False), ("outer after", True)]
+    seen.clear()
+    Outer.apply(x).sum().backward(create_graph=True)
+    Inner.apply(x).sum().backward(inputs=[x])
+    assert seen == [("outer before", False), ("inner", False), ("outer after", False), ("inner", False)]
+    assert autograd.in_plain_backward() is False
+
+
+# -- roots ------------------------------------------------------------------------------------
+def test_roots_may_be_leaves_repeated_nodes_and_array_gradients():
+    x = leaf([1.0, 2.0])
+    x.backward(np.array([3.0, 4.0]))  # a leaf root: its gradient goes straight to .grad
+    assert np.array_equal(x.grad.numpy(), [3.0, 4.0])
+    x.grad = None
+    y = x * 2.0
+    mt.backward([y, y], [mt.ones(2, dtype=mt.float64), mt.tensor([10.0, 20.0], dtype=mt.float64)])
+    assert np.array_equal(x.grad.numpy(), [22.0, 42.0])  # both seeds summed, the node run once
+    assert x.grad.grad_fn is None and not x.grad.requires_grad  # no create_graph by default
+    with pytest.raises(RuntimeError, match="second time"):  # nor retain_graph
+        mt.backward(y, mt.ones(2, dtype=mt.float64))
+    x.grad = None
+    z = (x * 2.0).exp()  # the same node given twice counts its edges once: Mul still runs
+    mt.backward([z, z], [mt.ones(2, dtype=mt.float64), mt.ones(2, dtype=mt.float64)])
+    assert np.allclose(x.grad.numpy(), 4 * np.exp([2.0, 4.0]))
+    x32 = mt.tensor([1.0, 2.0], requires_grad=True)  # float32
+    (x32 * 2.0).backward(np.array([1.0, 0.5]))  # a float64 array gradient takes the output's dtype
+    assert x32.grad.dtype == mt.float32 and np.array_equal(x32.grad.numpy(), [2.0, 1.0])
+    x32.grad = None
+    (x32 * 2.0).sum().backward(3.0)  # and so does a Python number
+    assert x32.grad.dtype == mt.float32 and np.array_equal(x32.grad.numpy(), [6.0, 6.0])
+    x.grad = None
+    s = (x * x).sum()
+    s.backward(mt.tensor(2.0, dtype=mt.float64))
+    assert np.array_equal(x.grad.numpy(), [4.0, 8.0])
+    x.grad = None
+    (x * x).sum().backward()  # a scalar: the seed is one
+    assert np.array_equal(x.grad.numpy(), [2.0, 4.0])
+    with pytest.raises(RuntimeError, match="got 1 tensors and 2 gradients"):
+        mt.autograd.backward(x * 1.0, [mt.ones(2), mt.ones(2)])
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        (x * 1.0).backward(mt.ones(3, dtype=mt.float64))
+
+
+# -- the topological-order variant: each node once, consumers first ------------------------------
+def _schedule(roots, grads):
+    with mt.trace() as tr:
+        mt.backward(roots, grads, order="topo")
+    bw, = events(tr, "backward")
+    return bw["schedule"]
+
+
+def test_topo_schedules_a_shared_node_once_after_all_its_consumers():
+    x = leaf([0.5, 1.5])
+    h = x.exp()
+    a, b = h * 2.0, h * 3.0
+    y = (a + b).sum()
+    nodes = [y.grad_fn, (a + b).grad_fn]  # (a + b) again: only to name the Add node's type
+    add = y.grad_fn.next[0]
+    assert _schedule([y], [None]) == [y.grad_fn._nid, add._nid, b.grad_fn._nid, a.grad_fn._nid, h.grad_fn._nid]
+    assert np.allclose(x.grad.numpy(), 5 * np.exp([0.5, 1.5]))
+    del nodes
+
+
+def test_topo_skips_leaf_roots_and_roots_already_scheduled():
+    x = leaf([0.5, 1.5])
+    y = x.exp()
+    z = y * 2.0
+    w = z * 3.0
+    one = mt.ones(2, dtype=mt.float64)
+    sched = _schedule([x, z, w, z], [one, one, one, one])
+    assert sched == [w.grad_fn._nid, z.grad_fn._nid, y.grad_fn._nid]  # each once, consumers first
+    e = np.exp([0.5, 1.5])
+    assert np.allclose(x.grad.numpy(), 1 + 2 * e + 2 * e + 6 * e)
+
+
+def test_topo_runs_the_roots_after_a_leaf_root():
+    x = leaf([0.5, 1.5])
+    y = x.exp()
+    one = mt.ones(2, dtype=mt.float64)
+    x.backward(one, order="topo")  # only a leaf: nothing to schedule
+    assert np.array_equal(x.grad.numpy(), [1.0, 1.0])
+    x.grad = None
+    mt.backward([x, y], [one, one], order="topo")
+    assert np.allclose(x.grad.numpy(), 1 + np.exp([0.5, 1.5]))
+
+
+# -- a second backward through a released graph ---------------------------------------------------
+FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
+         "after they have already been freed). Saved intermediate values of the graph are freed "
+         "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+         "backward through the graph a second time or if you need to access saved tensors after "
+         "calling backward.")
+
+
+def test_a_second_backward_names_a_node_that_saved_nothing():
+    x = leaf([1.0, 2.0])
+    y = x * x  # Mul saved x: PyTorch's message as it is
+    y.backward(mt.ones(2, dtype=mt.float64))
+    with pytest.raises(RuntimeError) as e:
+        y.backward(mt.ones(2, dtype=mt.float64))
+    assert str(e.value) == FREED
+    s = (x * 2.0).sum()  # Sum saved nothing: PyTorch would run it again; microtorch says why not
+    s.backward()
+    with pytest.raises(RuntimeError) as e:
+        s.backward()
+    assert str(e.value) == FREED + (" (In microtorch this holds for SumBackward too, although it saved "
+                                    "no tensors: its record in the node arena was freed after it ran.)")
