@@ -540,3 +540,229 @@ def test_a_second_backward_names_a_node_that_saved_nothing():
         s.backward()
     assert str(e.value) == FREED + (" (In microtorch this holds for SumBackward too, although it saved "
                                     "no tensors: its record in the node arena was freed after it ran.)")
+
+
+# -- node.py: saved tensors -----------------------------------------------------------------------
+def test_saved_outputs_and_saved_non_leaves_unpack_with_their_graph_for_double_backward():
+    x = leaf([0.3, -0.8])
+    e = np.exp([0.3, -0.8])
+    z = x.exp()  # Exp saves its output
+    assert z.grad_fn.saved_tensors[0].grad_fn is z.grad_fn
+    g, = mt.grad(z.sum(), [x], create_graph=True)  # g = exp(x), through the saved output
+    h, = mt.grad(g.sum(), [x])
+    assert np.allclose(h.numpy(), e)
+    y = x.exp()
+    w = y * y  # Mul saves y, a non-leaf: unpacked with y's node
+    assert w.grad_fn.saved_tensors[0].grad_fn is y.grad_fn
+    g, = mt.grad(w.sum(), [x], create_graph=True)  # 2 e^{2x}
+    h, = mt.grad(g.sum(), [x])
+    assert np.allclose(h.numpy(), 4 * e * e)
+    c = mt.tensor([2.0, 5.0], dtype=mt.float64)
+    m = x * c  # Mul saves c (no grad) for x's gradient, and nothing of x
+    saved_c, = [t for t in m.grad_fn.saved_tensors if t is not None]
+    assert saved_c is not c and saved_c.requires_grad is False and saved_c.grad_fn is None
+    assert x * x is not None and (x * x).grad_fn.saved_tensors[0] is x  # a saved leaf is the leaf itself
+
+
+def test_a_node_keeps_the_bytes_it_saved_not_the_tensor_objects(no_cycle_collector):
+    import weakref
+
+    x = leaf([1.0, 2.0])
+    c = mt.tensor([2.0, 5.0], dtype=mt.float64)
+    h = x.exp()
+    y = (h * c).sum()
+    refs = [weakref.ref(c), weakref.ref(h)]
+    del c, h
+    assert [r() for r in refs] == [None, None]  # the Mul node holds their storages only
+    y.backward()
+    assert np.allclose(x.grad.numpy(), 2 * np.exp(1.0) * np.array([1.0, 0]) + np.exp(2.0) * np.array([0, 5.0]))
+
+
+def test_a_dropped_graph_frees_its_nodes_and_saved_bytes_without_the_cycle_collector(no_cycle_collector):
+    x = leaf([1.0, 2.0])
+    with mt.trace() as tr:
+        z = x.exp()  # saves its own output: no cycle node -> saved -> node
+        node_id, slot, storage = z.grad_fn._nid, z.grad_fn.slot, z._storage
+        del z
+    assert storage.freed
+    rel = [e for e in events(tr, "release") if e["node"] == node_id]
+    assert [(e["slot"], e["dropped"]) for e in rel] == [(slot, True)]
+    with mt.trace() as tr:
+        loss = (x.exp() * x).sum()
+        nodes = [loss.grad_fn._nid, loss.grad_fn.next[0]._nid]
+        slots = [loss.grad_fn.slot, loss.grad_fn.next[0].slot]
+        del loss
+    rel = {e["node"]: e for e in events(tr, "release")}
+    assert [(rel[n]["slot"], rel[n]["dropped"]) for n in nodes] == [(s, True) for s in slots]
+
+
+def test_refcount_events_name_the_node_for_saved_inputs_too():
+    x = leaf([1.0, 2.0])
+    c = mt.tensor([2.0, 5.0], dtype=mt.float64)
+    with mt.trace() as tr:
+        m = x * c
+        nid, cs = m.grad_fn._nid, c._storage.id
+    held = [e for e in events(tr, "refcount") if e["storage"] == cs and e["delta"] == 1]
+    assert [(h["holder"].kind, h["holder"].id) for h in held] == [("node", nid)]
+    del m
+
+
+def test_an_in_place_change_of_saved_bytes_names_the_tensors_maker_in_the_error():
+    x = leaf([1.0, 2.0])
+    c = mt.tensor([2.0, 5.0], dtype=mt.float64)
+    y = (x * c).sum()  # c, a tensor no node made
+    c.add_(1.0)
+    with pytest.raises(RuntimeError) as e:
+        y.backward()
+    assert "inplace operation: [mt.float64 [2]] is at version 1; expected version 0 instead." in str(e.value)
+    h = x.exp()
+    y = (h * leaf([1.0, 1.0])).sum()  # saves h, made by Exp
+    with mt.no_grad():
+        h.mul_(2.0)
+    with pytest.raises(RuntimeError, match=r"\[mt.float64 \[2\]\], which is output 0 of ExpBackward, is at version"):
+        y.backward()
+
+
+def test_an_in_place_change_is_caught_on_the_numpy_backward_path_too():
+    x = mt.tensor(np.ones((3, 2)), dtype=mt.float64)
+    model = nn.Linear(2, 1).double()
+    y = model(x).sum()  # Linear saves x for W's gradient; its backward without a graph is numpy
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*after LinearBackward saved them"):
+        y.backward()
+
+
+# -- node.py: in-place variants ------------------------------------------------------------------
+def test_in_place_variants_say_what_their_backward_uses_and_are_declared_with_their_class():
+    from microtorch.memory import inplace_analysis
+    from microtorch.node import InplaceVariant
+
+    # the words the in-place plan shows (tests/test_inplace_plan.py pins relu_'s in a plan)
+    assert InplaceVariant("relu_", reads="output").backward_uses() == "relu_ takes its gradient from its output"
+    assert InplaceVariant("neg_", reads="nothing").backward_uses() == "neg_ needs no values for backward"
+    assert InplaceVariant("mul_", reads="other operand").backward_uses() == "mul_ needs only the other operand"
+    assert InplaceVariant("clamp_", reads="mask", why="x in [lo, hi]").backward_uses() == \
+        "clamp_ keeps a boolean mask (x in [lo, hi])"
+    assert inplace_analysis.VARIANTS["Relu"] == ("relu_", (0,))
+    assert inplace_analysis.VARIANTS["Add"] == ("add_", (0, 1))
+    assert inplace_analysis._BACKWARD_USES["Relu"] == \
+        "relu_ takes its gradient from its output (x > 0 exactly where relu(x) > 0)"
+
+    class Halve(mt.Function):
+        inplace_variant = InplaceVariant("halve_", reads="nothing", overwrites=(1,))
+
+        @staticmethod
+        def forward(ctx, x):
+            return x._data / 2
+
+    class HalveAgain(Halve):  # inherits the variant: declares nothing of its own
+        pass
+
+    assert inplace_analysis.VARIANTS["Halve"] == ("halve_", (1,))
+    assert inplace_analysis._BACKWARD_USES["Halve"] == "halve_ needs no values for backward"
+    assert "HalveAgain" not in inplace_analysis.VARIANTS
+    del inplace_analysis.VARIANTS["Halve"], inplace_analysis._BACKWARD_USES["Halve"]
+
+
+# -- node.py: applying ops -----------------------------------------------------------------------
+def test_a_result_computed_into_ctx_empty_keeps_those_bytes():
+    made = []
+
+    class Twice(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = ctx.empty(x._data.shape, x._data.dtype)
+            np.multiply(x._data, 2, out=out)
+            made.append(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+    x = leaf([1.0, 2.0, 3.0])
+    y = Twice.apply(x)
+    assert y._data is made[0] and y.grad_fn._out is None
+    y.sum().backward()
+    assert np.array_equal(y.detach().numpy(), [2.0, 4.0, 6.0]) and np.array_equal(x.grad.numpy(), [2.0] * 3)
+
+
+def test_views_share_storage_carry_the_graph_and_copies_do_not_pretend_to_be_views():
+    x = leaf([1.0, 2.0, 3.0, 4.0])
+    v = x[1:3]
+    assert v.storage is x.storage and v.requires_grad is True and v.grad_fn is not None
+    (v * v).sum().backward()
+    assert np.array_equal(x.grad.numpy(), [0.0, 4.0, 6.0, 0.0])
+    assert x.detach()[1:].requires_grad is False
+    e = x[2:2]
+    assert e.numel() == 0 and e.storage is x.storage
+    t = mt.arange(6.0).reshape(2, 3).T  # not contiguous: reshape must copy
+    r = t.reshape(6)
+    assert r.storage is not t.storage
+    t.mul_(10.0)
+    assert np.array_equal(r.numpy(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0])
+    one = mt.arange(6.0).reshape(2, 3).T.reshape(6)[0:1]
+    assert one.numel() == 1
+
+
+def test_in_place_writes_into_views_follow_pytorchs_rules():
+    x = leaf([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[0:2].add_(1.0)
+    h = x * 1.0
+    with mt.no_grad():
+        v = h[0:2]
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        v.add_(1.0)
+    w = h[0:2]
+    w.mul_(3.0)  # a view made in grad mode: allowed, and its base's history is rebased
+    h.sum().backward()
+    assert np.array_equal(x.grad.numpy(), [3.0, 3.0, 1.0])
+
+
+def test_results_without_a_graph_are_plain_and_keyword_arguments_reach_forward():
+    x = leaf([1.0, 2.0])
+    for out in (mt.ones(2) * 2, x.detach() + 1):
+        assert out.requires_grad is False and out.grad_fn is None
+    a, b = mt.ones((2, 1)), mt.zeros((2, 2))
+    assert mt.cat([a, b], dim=1).shape == (2, 3)  # Cat.apply(*tensors, dim=1)
+
+
+def test_retain_grad_keeps_a_non_leaf_gradient_once_per_backward():
+    x = leaf([1.0, 2.0])
+    h = x.exp()
+    h.retain_grad()
+    h.retain_grad()  # a second call changes nothing
+    y = (h * h).sum()
+    y.backward(retain_graph=True)
+    e = np.exp([1.0, 2.0])
+    assert np.allclose(h.grad.numpy(), 2 * e)
+    y.backward()
+    assert np.allclose(h.grad.numpy(), 4 * e)  # added, as a leaf's would be
+
+
+def test_a_checkpointed_region_keeps_no_bytes_for_what_it_can_recompute():
+    from microtorch.utils.checkpoint import checkpoint
+
+    x = leaf([0.2, 0.4])
+    with mt.trace() as tr:
+        y = checkpoint(lambda t: (t.exp() * 3.0).exp(), x, use_reentrant=False)
+    first = next(e for e in events(tr, "op") if e["op"] == "Exp")
+    assert first["saved"] == []  # the inner exp's output is recomputed in backward, not kept
+    y.sum().backward()
+    e = np.exp([0.2, 0.4])
+    assert np.allclose(x.grad.numpy(), np.exp(3 * e) * 3 * e)
+
+
+def test_a_temporary_that_forward_saved_lets_go_of_its_tensor_after_the_op_event():
+    logits = leaf(np.array([[1.0, 2.0, 0.5], [0.1, -1.0, 3.0]]))
+    target = mt.tensor([1, 2])
+    with mt.trace() as tr:
+        loss = nn.functional.cross_entropy(logits, target)
+    op = next(e for e in events(tr, "op") if e["op"] == "CrossEntropy")
+    temporaries = set(op["saved"]) - {logits._storage.id, target._storage.id}  # the probabilities
+    assert len(temporaries) == 1
+    probs, = temporaries
+    drops = [e for e in events(tr, "refcount") if e["storage"] == probs and e["delta"] == -1]
+    assert drops and all(e["holder"].kind == "tensor" and e.step > op.step for e in drops)
+    del loss
