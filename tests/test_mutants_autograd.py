@@ -682,7 +682,7 @@ def test_a_result_computed_into_ctx_empty_keeps_those_bytes():
 
     x = leaf([1.0, 2.0, 3.0])
     y = Twice.apply(x)
-    assert y._data is made[0] and y.grad_fn._out is None
+    assert y._data is made[0]  # no copy: the result owns the storage empty() made
     y.sum().backward()
     assert np.array_equal(y.detach().numpy(), [2.0, 4.0, 6.0]) and np.array_equal(x.grad.numpy(), [2.0] * 3)
 
@@ -766,3 +766,38 @@ def test_a_temporary_that_forward_saved_lets_go_of_its_tensor_after_the_op_event
     drops = [e for e in events(tr, "refcount") if e["storage"] == probs and e["delta"] == -1]
     assert drops and all(e["holder"].kind == "tensor" and e.step > op.step for e in drops)
     del loss
+
+
+def test_a_forward_may_return_a_number_or_a_numpy_scalar():
+    class Total(mt.Function):  # returns what numpy's and Python's sums give: not an ndarray
+        @staticmethod
+        def forward(ctx, x, as_float):
+            s = x._data.sum()
+            return float(s) if as_float else s
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.expand(3)
+
+    for as_float in (True, False):
+        x = leaf([1.0, 2.0, 4.0])
+        y = Total.apply(x, as_float)
+        assert y.shape == () and y.item() == 7.0 and y.dtype == mt.float64
+        y.backward()
+        assert np.array_equal(x.grad.numpy(), [1.0, 1.0, 1.0])
+
+
+def test_releasing_a_node_twice_records_a_second_release_without_a_slot():
+    x = leaf([1.0, 2.0])
+    y = x.exp()
+    node = y.grad_fn
+    with mt.trace() as tr:
+        slot = node.slot
+        node.release()  # what backward does after the node ran
+        node.release()  # its record was freed already: "slot None"
+    first, second = events(tr, "release")
+    assert (first["node"], first["slot"], first["dropped"]) == (node._nid, slot, False)
+    assert (second["node"], second["slot"], second["dropped"]) == (node._nid, None, False)
+    assert node.record is None and node.slot is None
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
