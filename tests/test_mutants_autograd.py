@@ -801,3 +801,38 @@ def test_releasing_a_node_twice_records_a_second_release_without_a_slot():
     assert node.record is None and node.slot is None
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.sum().backward()
+
+
+def test_a_gradient_for_an_input_that_needs_none_is_dropped():
+    class Plus(mt.Function):  # one gradient per tensor input, needed or not
+        @staticmethod
+        def forward(ctx, a, b):
+            return a._data + b._data
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    x = leaf([1.0, 2.0])
+    c = mt.tensor([5.0, 5.0], dtype=mt.float64)
+    Plus.apply(x, c).sum().backward()
+    assert np.array_equal(x.grad.numpy(), [1.0, 1.0]) and c.grad is None
+    Plus.apply(c, x).sum().backward(order="topo")
+    assert np.array_equal(x.grad.numpy(), [2.0, 2.0]) and c.grad is None
+
+
+def test_the_topo_variant_also_retains_fills_non_leaf_inputs_and_writes_into_homes():
+    x = leaf([0.5, 1.5])
+    h = x.exp()
+    y = (h * h).sum()
+    y.backward(retain_graph=True, order="topo")
+    y.backward(inputs=[h], order="topo")  # retained: runs again; h's gradient into h.grad
+    e = np.exp([0.5, 1.5])
+    assert np.allclose(h.grad.numpy(), 2 * e) and np.allclose(x.grad.numpy(), 2 * e * e)
+    model = nn.Linear(3, 2).double()
+    flat = nn.flatten_parameters(model)
+    with mt.trace() as tr:
+        model(mt.ones((2, 3), dtype=mt.float64)).sum().backward(order="topo")
+    w_event = next(g for g in events(tr, "grad") if g["tensor"] == model.weight._tid)
+    assert w_event["source"] == w_event["storage"] == flat.grad._storage.id  # computed in place
+    assert np.allclose(model.weight.grad.numpy(), 2.0)
