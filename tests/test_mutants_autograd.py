@@ -26,6 +26,21 @@ def events(tr, kind):
     return [e for e in tr.events if e.kind == kind]
 
 
+def tid(t):
+    """The id the recorder gave a tensor."""
+    return t._tid
+
+
+def sid(t):
+    """The id of a tensor's storage."""
+    return t._storage.id
+
+
+def nid(n):
+    """The id the recorder gave a graph node."""
+    return n._nid
+
+
 # -- trace events of one backward pass, worked out by hand -------------------------------------
 # loss = sum(exp(x * c) * x): four nodes in a chain Sum <- Mul2 <- Exp <- Mul1, and x feeds both
 # Mul1 and Mul2. d loss / dx = exp(xc) + x c exp(xc).
@@ -47,9 +62,6 @@ def test_forward_op_events_say_what_each_op_read_saved_and_recorded():
         mul1, exp, mul2, sm = y.grad_fn, z.grad_fn, p.grad_fn, loss.grad_fn
         slots = [n.slot for n in (mul1, exp, mul2, sm)]
         ops = events(tr, "op")
-    tid = lambda t: t._tid  # noqa: E731 (ids the recorder gave each tensor and node)
-    sid = lambda t: t._storage.id  # noqa: E731
-    nid = lambda n: n._nid  # noqa: E731
     assert [e["op"] for e in ops] == ["Mul", "Exp", "Mul", "Sum"]
     assert all(e["phase"] == "forward" and e["dtype"] == "float64" and e["inplace"] is False for e in ops)
     assert [e["node"] for e in ops] == [nid(mul1), nid(exp), nid(mul2), nid(sm)]
@@ -489,11 +501,9 @@ def test_topo_schedules_a_shared_node_once_after_all_its_consumers():
     h = x.exp()
     a, b = h * 2.0, h * 3.0
     y = (a + b).sum()
-    nodes = [y.grad_fn, (a + b).grad_fn]  # (a + b) again: only to name the Add node's type
     add = y.grad_fn.next[0]
     assert _schedule([y], [None]) == [y.grad_fn._nid, add._nid, b.grad_fn._nid, a.grad_fn._nid, h.grad_fn._nid]
     assert np.allclose(x.grad.numpy(), 5 * np.exp([0.5, 1.5]))
-    del nodes
 
 
 def test_topo_skips_leaf_roots_and_roots_already_scheduled():
@@ -561,7 +571,7 @@ def test_saved_outputs_and_saved_non_leaves_unpack_with_their_graph_for_double_b
     m = x * c  # Mul saves c (no grad) for x's gradient, and nothing of x
     saved_c, = [t for t in m.grad_fn.saved_tensors if t is not None]
     assert saved_c is not c and saved_c.requires_grad is False and saved_c.grad_fn is None
-    assert x * x is not None and (x * x).grad_fn.saved_tensors[0] is x  # a saved leaf is the leaf itself
+    assert (x * x).grad_fn.saved_tensors[0] is x  # a saved leaf is the leaf itself
 
 
 def test_a_node_keeps_the_bytes_it_saved_not_the_tensor_objects(no_cycle_collector):
