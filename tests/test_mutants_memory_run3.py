@@ -6,13 +6,15 @@ test. The triage (which mutant, what it changed, which test kills it or why it i
 equivalent) is summarised in tests/README.md. The first run's tests are in
 tests/test_mutants_memory.py.
 """
+import dataclasses
+import importlib
 import os
 
 import numpy as np
 import pytest
 
 import microtorch as mt
-from microtorch.memory import mapped
+from microtorch.memory import mapped, numa, unified, workload
 from microtorch.memory.node_arena import NodeArena
 
 
@@ -127,3 +129,267 @@ def test_record_pages_writes_the_resident_pages_as_runs_starting_with_page_zero(
         owner.record_pages()
     (e,) = tr.filter("mmap_pages")
     assert (e.resident, e.first, e.runs) == (3, False, [2, 1, 1, 2])
+
+
+# -- mt.memory.stats() with nothing allocated yet ---------------------------------------------
+def test_stats_before_any_allocation_in_this_process_say_zero_time_per_allocation(monkeypatch):
+    # in-process (the subprocess test of the first run is not one mutmut can attribute):
+    # a fresh pool, a fresh node arena, no step arena: no allocation anywhere yet
+    stats_module = importlib.import_module("microtorch.memory.stats")  # the package's `stats` is the function
+    monkeypatch.setattr(stats_module, "nodes", NodeArena())
+    with mt.memory.use_pool(mt.memory.Pool(name="untouched pool")):
+        s = mt.memory.stats()
+    assert s["allocations"] == 0 and s["mean_alloc_us"] == 0.0
+
+
+# -- BestFit ---------------------------------------------------------------------------------
+def _fields(event):
+    d = event.to_dict()
+    del d["step"]
+    return d
+
+
+def test_best_fit_splits_reuses_coalesces_and_counts_it_all():
+    bf = mt.memory.BestFit(heap_bytes=4096, round_to=512, name="bf")
+    assert bf.stats() == {"name": "bf", "requested": 0, "reserved": 0, "peak": 0, "heap_bytes": 0,
+                          "backing_bytes": 0, "free_bytes": 0, "largest_free": 0,
+                          "internal_fragmentation": 0.0, "external_fragmentation": 0.0,
+                          "allocations": 0, "reuse_hits": 0, "splits": 0, "merges": 0, "live_blocks": 0}
+    with mt.trace() as tr:
+        a = bf.alloc(1000, "a")   # 1024 B at 0 of a new 4096 B heap; 3072 B stay free at 1024
+        b = bf.alloc(600, "b")    # the 3072 B free block: 1024 B at 1024, 2048 B stay free at 2048
+        c = bf.alloc(1500, "c")   # 1536 B at 2048; 512 B (= round_to) stay free at 3584
+        d = bf.alloc(100)         # 512 B: the last free block exactly, no split
+    assert [(x.chunk, x.offset, x.size, x.nbytes, x.padding, x.tag) for x in (a, b, c, d)] == [
+        (0, 0, 1024, 1000, 0, "a"), (0, 1024, 1024, 600, 0, "b"), (0, 2048, 1536, 1500, 0, "c"),
+        (0, 3584, 512, 100, 0, "")]
+    assert [_fields(e) for e in tr.filter("fit_alloc")] == [
+        {"kind": "fit_alloc", "allocator": "bf", "block": x.id, "heap": 0, "offset": x.offset,
+         "nbytes": x.nbytes, "size": x.size, "tag": x.tag} for x in (a, b, c, d)]
+    base = bf.heaps[0].ctypes.data
+    for x in (a, b, c, d):  # each block's bytes are its own slice of the heap
+        assert x.memory.size == x.size and x.memory.ctypes.data == base + x.offset
+        x.array(np.uint8)[:] = 7
+    assert bf.stats() == {"name": "bf", "requested": 3200, "reserved": 4096, "peak": 4096, "heap_bytes": 4096,
+                          "backing_bytes": 4096, "free_bytes": 0, "largest_free": 0,
+                          "internal_fragmentation": pytest.approx(1 - 3200 / 4096),
+                          "external_fragmentation": 0.0, "allocations": 4, "reuse_hits": 3, "splits": 3,
+                          "merges": 0, "live_blocks": 4}
+    with mt.trace() as tr:
+        bf.free(b)                # free at 1024 (1024 B): neighbours a and c are live, no merge
+        bf.free(d)                # free at 3584 (512 B)
+        s = bf.stats()
+        bf.free(a)                # merges with b's free block after it: 2048 B at 0
+        bf.free(c)                # merges with the block before (0..2048) and after (3584..4096): 4096 B
+    assert b.live is False and d.live is False
+    assert s == {"name": "bf", "requested": 2500, "reserved": 2560, "peak": 4096, "heap_bytes": 4096,
+                 "backing_bytes": 4096, "free_bytes": 1536, "largest_free": 1024,
+                 "internal_fragmentation": pytest.approx(1 - 2500 / 2560),
+                 "external_fragmentation": pytest.approx(1 - 1024 / 1536), "allocations": 4,
+                 "reuse_hits": 3, "splits": 3, "merges": 0, "live_blocks": 2}
+    assert [_fields(e) for e in tr.filter("fit_free")] == [
+        {"kind": "fit_free", "allocator": "bf", "block": x.id, "heap": 0, "offset": off, "size": size}
+        for x, off, size in ((b, 1024, 1024), (d, 3584, 512), (a, 0, 2048), (c, 0, 4096))]
+    assert bf.free_blocks() == [(0, 0, 4096)] and bf.stats()["merges"] == 3
+    e = bf.alloc(5000)            # 5120 B: larger than the heap, a heap of its own, nothing split off
+    assert (e.chunk, e.offset, e.size) == (1, 0, 5120)
+    assert bf.stats() == {"name": "bf", "requested": 5000, "reserved": 5120, "peak": 5120,
+                          "heap_bytes": 4096 + 5120, "backing_bytes": 4096 + 5120, "free_bytes": 4096,
+                          "largest_free": 4096, "internal_fragmentation": pytest.approx(1 - 5000 / 5120),
+                          "external_fragmentation": 0.0, "allocations": 5, "reuse_hits": 3, "splits": 3,
+                          "merges": 3, "live_blocks": 1}
+
+
+def test_best_fit_defaults_limits_and_refusals():
+    default = mt.memory.BestFit()
+    assert default.name == "best fit" and default.alignment == 64
+    heaps = [default.alloc(2 << 20) for _ in range(6)]  # each a heap of its own
+    assert all(h.memory.ctypes.data % 64 == 0 for h in heaps)
+    with pytest.raises(ValueError, match="power of two"):
+        mt.memory.BestFit(round_to=0)
+    one = mt.memory.BestFit(heap_bytes=8, round_to=1)   # 1 = 2⁰ is a power of two
+    empty = one.alloc(0)                                # a zero-byte request still gets one byte
+    assert (empty.size, empty.nbytes, empty.tag) == (1, 0, "")
+    exact = mt.memory.BestFit(heap_bytes=512, round_to=512)  # a heap of exactly one unit is fine
+    assert exact.alloc(0).size == 512 and exact.stats()["free_bytes"] == 0
+    other = mt.memory.BestFit(name="other fit")
+    with pytest.raises(mt.memory.AllocatorError, match="not allocated by this best-fit allocator"):
+        other.free(exact.alloc(1))
+
+
+# -- Buddy.stats --------------------------------------------------------------------------------
+def test_buddy_stats_count_heaps_direct_blocks_and_both_fragmentations():
+    bud = mt.memory.Buddy(heap_bytes=1024, min_block=64, name="bud")
+    assert bud.stats() == {"name": "bud", "requested": 0, "reserved": 0, "peak": 0, "heap_bytes": 0,
+                           "free_bytes": 0, "backing_bytes": 0, "largest_free": 0,
+                           "internal_fragmentation": 0.0, "external_fragmentation": 0.0,
+                           "allocations": 0, "splits": 0, "merges": 0, "direct_allocations": 0,
+                           "live_blocks": 0}
+    a = bud.alloc(1024)           # the whole heap: order 10, nothing free
+    d = bud.alloc(3000)           # above heap_bytes: a direct buffer of its own
+    assert bud.stats() == {"name": "bud", "requested": 4024, "reserved": 4024, "peak": 4024,
+                           "heap_bytes": 1024, "free_bytes": 0, "backing_bytes": 1024 + 3000,
+                           "largest_free": 0, "internal_fragmentation": 0.0, "external_fragmentation": 0.0,
+                           "allocations": 2, "splits": 0, "merges": 0, "direct_allocations": 1,
+                           "live_blocks": 2}
+    bud.free(a)
+    b = bud.alloc(100)            # order 7: 1024 → 512 → 256 → 128 (free: 512@512, 256@256, 128@128)
+    c = bud.alloc(64)             # order 6: 128@128 → 64 (free: 64@192)
+    assert bud.stats() == {"name": "bud", "requested": 3164, "reserved": 128 + 64 + 3000, "peak": 4024,
+                           "heap_bytes": 1024, "free_bytes": 512 + 256 + 64, "backing_bytes": 4024,
+                           "largest_free": 512, "internal_fragmentation": pytest.approx(1 - 3164 / 3192),
+                           "external_fragmentation": pytest.approx(1 - 512 / 832), "allocations": 4,
+                           "splits": 4, "merges": 0, "direct_allocations": 1, "live_blocks": 3}
+    bud.free(c)                   # 64@128 + 64@192 → 128@128 (its buddy 0 is live): 1 merge
+    bud.free(b)                   # 128@0 + 128@128 → 256, + 256@256 → 512, + 512@512 → 1024: 3 merges
+    bud.free(d)
+    assert bud.stats() == {"name": "bud", "requested": 0, "reserved": 0, "peak": 4024, "heap_bytes": 1024,
+                           "free_bytes": 1024, "backing_bytes": 1024, "largest_free": 1024,
+                           "internal_fragmentation": 0.0, "external_fragmentation": 0.0, "allocations": 4,
+                           "splits": 4, "merges": 4, "direct_allocations": 1, "live_blocks": 0}
+
+
+# -- Storage.invalidate ---------------------------------------------------------------------------
+def test_a_tensor_used_after_its_arena_was_reset_raises_the_whole_explanation():
+    import re
+
+    x = mt.ones(4)
+    with mt.memory.step_arena(capacity=1024) as arena:
+        y = x * 2
+    s = y.storage
+    expected = (f"use after reset: storage #{s.id} (16 bytes, activation) — its bytes lived in "
+                f"{arena.name}, which was reset, so its bytes now belong to something else. Copy out "
+                "what you need before the step ends: loss.item(), t.tolist(), or t.numpy() "
+                "(a copy for arena tensors).")
+    with pytest.raises(mt.memory.StaleTensorError, match=f"^{re.escape(expected)}$"):
+        y.numpy()
+    assert s.data is None         # the storage keeps nothing of the reclaimed bytes
+
+
+# -- ThreadCaches.flush_all -----------------------------------------------------------------------
+def test_flush_all_returns_every_cached_block_and_counts_one_lock():
+    pool = mt.memory.Pool(name="flush pool", thread_cache=4)   # batch 2: a miss takes 1 + 2 blocks
+    small = pool.alloc(100)       # class 104: lock for the new cache, lock for the refill; 2 cached
+    large = pool.alloc(200)       # class 208: one more lock; 2 cached
+    assert pool.threads.lock_acquisitions == 3 and pool.threads.cached_bytes() == 2 * 104 + 2 * 208
+    assert pool.threads.flush_all() == 4
+    assert pool.threads.lock_acquisitions == 4 and pool.threads.cached_bytes() == 0
+    assert pool.reserved == 104 + 208 and pool.stats()["cached_blocks"] == 0
+    assert pool.threads.flush_all() == 0 and pool.threads.lock_acquisitions == 5
+    pool.free(small)
+    pool.free(large)
+
+
+# -- numa: simulate / charge / policies / affinity, on a trace written by hand ------------------
+_T2 = numa.Topology(nodes=2, memory_bytes=1 << 20, local_latency_ns=100, remote_latency_ns=200,
+                    local_gbps=2, remote_gbps=1)
+_ON = {"a": 0, "b": 1, "c": 0}  # which socket runs each op
+
+
+def _by_op(i, e):
+    return _ON[e["op"]]
+
+
+def _numa_trace(threads=(None, None, None)):
+    """Storage 1: 8192 B (2 pages), 2: 100 B (1 page), 3: 12288 B (3 pages), 9: no alloc event
+    (0 B as far as the trace knows). Op a reads 1, writes 2; b reads 2 and 1, writes 3; c reads 9."""
+    ops = [{"op": "a", "inputs": [1, 2], "output": 3, "input_storages": [1, None], "output_storage": 2},
+           {"op": "b", "inputs": [3, 1], "output": 4, "input_storages": [2, 1], "output_storage": 3},
+           {"op": "c", "inputs": [5], "output": 6, "input_storages": [9]}]
+    for op, thread in zip(ops, threads):
+        if thread is not None:
+            op["thread"] = thread
+    events = [{"kind": "alloc", "storage": s, "nbytes": n} for s, n in ((1, 8192), (2, 100), (3, 12288))]
+    events += [{"kind": "op", **op} for op in ops]
+    return mt.memory.Trace([{**e, "step": i} for i, e in enumerate(events)])
+
+
+def test_numa_first_touch_charges_latency_per_page_and_bytes_over_bandwidth():
+    r = numa.simulate(_numa_trace(), affinity=_by_op, policy="first_touch", topology=_T2)
+    # a on 0: storage 1 (2 pages, local) 2·100 + 8192/2, storage 2 (local) 100 + 100/2
+    # b on 1: storage 2 remote 200 + 100/1, storage 1 remote 2·200 + 8192/1, storage 3 local 3·100 + 12288/2
+    # c on 0: storage 9, 0 bytes: one access, 100
+    assert r.policy == "first_touch"
+    assert r.op_ns == [(3, "a", 0, pytest.approx(4296 + 150)), (4, "b", 1, pytest.approx(300 + 8592 + 6444)),
+                       (5, "c", 0, pytest.approx(100))]
+    assert (r.local_bytes, r.remote_bytes) == (8192 + 100 + 12288, 100 + 8192)
+    assert r.placement == {1: {0: 1.0}, 2: {0: 1.0}, 3: {1: 1.0}, 9: {0: 1.0}}
+
+
+def test_numa_interleave_puts_half_of_every_storage_on_each_node():
+    r = numa.simulate(_numa_trace(), affinity=_by_op, policy="interleave", topology=_T2)
+    # storage 1: 4096 B per node, round(2 · 0.5) = 1 access each: 100 + 2048 local, 200 + 4096 remote
+    # storage 2: 50 B per node, max(1, round(0.5)) = 1 access: 100 + 25, 200 + 50
+    # storage 3: 6144 B per node, round(1.5) = 2 accesses: 200 + 3072, 400 + 6144; storage 9: 100 + 200
+    s1, s2, s3, s9 = 2148 + 4296, 125 + 250, 3272 + 6544, 300
+    assert r.policy == "interleave"
+    assert r.op_ns == [(3, "a", 0, pytest.approx(s1 + s2)), (4, "b", 1, pytest.approx(s2 + s1 + s3)),
+                       (5, "c", 0, pytest.approx(s9))]
+    assert r.local_bytes == r.remote_bytes == (4096 + 50) + (50 + 4096 + 6144)
+    assert r.placement == {s: {0: 0.5, 1: 0.5} for s in (1, 2, 3, 9)}
+
+
+def test_numa_bind_puts_every_page_on_one_node_and_names_the_policy():
+    r = numa.simulate(_numa_trace(), affinity=_by_op, policy=numa.bind(1), topology=_T2)
+    # a on 0 reads everything remotely: 2·200 + 8192 and 200 + 100; b on 1 locally:
+    # 100 + 50, 2·100 + 4096, 3·100 + 6144; c on 0: 200
+    assert r.policy == "bind(1)"
+    assert r.op_ns == [(3, "a", 0, pytest.approx(8592 + 300)), (4, "b", 1, pytest.approx(150 + 4296 + 6444)),
+                       (5, "c", 0, pytest.approx(200))]
+    assert (r.local_bytes, r.remote_bytes) == (100 + 8192 + 12288, 8192 + 100)
+
+
+@dataclasses.dataclass
+class _ByParity:
+    """A policy object (not a function; a dataclass, so unhashable): odd storages on node 1."""
+
+    def __call__(self, storage, writer_node, topology):
+        return {storage % 2: 1.0}
+
+
+def test_numa_a_policy_object_gets_the_storage_and_initial_placements_come_first():
+    r = numa.simulate(_numa_trace(), affinity=_by_op, policy=_ByParity(), topology=_T2,
+                      initial={2: {1: 1.0}})
+    assert r.policy == "_ByParity()"  # no __name__: the policy as text
+    assert r.placement == {2: {1: 1.0}, 1: {1: 1.0}, 3: {1: 1.0}, 9: {1: 1.0}}
+    # every storage on node 1: the same charges as bind(1)
+    assert [ns for *_, ns in r.op_ns] == [pytest.approx(8892), pytest.approx(10890), pytest.approx(200)]
+
+
+def test_numa_an_affinity_outside_the_topology_names_the_op():
+    with pytest.raises(ValueError, match=r"op 2 \(c\) on node 5"):
+        numa.simulate(_numa_trace(), affinity=lambda i, e: 5 if e["op"] == "c" else 0, topology=_T2)
+
+
+def test_numa_by_thread_puts_each_recorded_thread_on_the_next_node_of_the_given_topology():
+    tr = _numa_trace(threads=(None, 111, 222))
+    three = numa.Topology(nodes=3, local_latency_ns=100, remote_latency_ns=200, local_gbps=2, remote_gbps=1)
+    ops = tr.filter("op")
+    assert [numa.by_thread(tr)(i, e) for i, e in enumerate(ops)] == [0, 1, 0]       # 2 nodes by default
+    assert [numa.by_thread(tr, three)(i, e) for i, e in enumerate(ops)] == [0, 1, 2]
+    r = numa.simulate(tr, topology=three)                                             # affinity "thread"
+    assert [node for _, _, node, _ in r.op_ns] == [0, 1, 2]
+
+
+def test_affinity_score_sums_each_ops_frequency_on_the_node():
+    tr = _numa_trace()
+    weight = {"a": 1, "b": 10, "c": 100}
+
+    def freq(i, e):
+        return (i + 1) * weight[e["op"]]
+
+    def all_on_0(i, e):
+        return 0 if e["op"] else 1
+
+    assert numa.affinity_score(tr, _by_op, 1, 1, freq) == 20       # op b (i = 1): 2 · 10
+    assert numa.affinity_score(tr, _by_op, 1, 0, freq) == 1        # op a (i = 0): 1 · 1
+    assert numa.affinity_score(tr, _by_op, 9, 0, freq) == 300      # op c (i = 2): 3 · 100
+    assert numa.affinity_score(tr, all_on_0, 1, 0, freq) == 21     # a and b both
+    assert numa.affinity_score(tr, all_on_0, 1, 0) == 2.0          # one per op by default
+    assert numa.affinity_score(tr, all_on_0, 1, 1) == 0.0
+
+
+def test_place_by_affinity_places_storages_used_only_as_inputs_and_breaks_ties_low():
+    # 1: a on 0 and b on 1 (a tie: node 0); 2: written on 0, read on 1 (tie: 0); 3: b on 1; 9: c on 0
+    assert numa.place_by_affinity(_numa_trace(), _by_op, _T2) == {1: {0: 1.0}, 2: {0: 1.0}, 3: {1: 1.0},
+                                                                  9: {0: 1.0}}
