@@ -393,3 +393,70 @@ def test_place_by_affinity_places_storages_used_only_as_inputs_and_breaks_ties_l
     # 1: a on 0 and b on 1 (a tie: node 0); 2: written on 0, read on 1 (tie: 0); 3: b on 1; 9: c on 0
     assert numa.place_by_affinity(_numa_trace(), _by_op, _T2) == {1: {0: 1.0}, 2: {0: 1.0}, 3: {1: 1.0},
                                                                   9: {0: 1.0}}
+
+
+# -- unified memory: the page state machine and simulate(), on the hand-written trace -------------
+_LINK = unified.Link(page_bytes=4096, fault_us=10.0, gbps=1.0)   # a page: 10 µs fault + 4.096 µs transfer
+_DEVICE = {"a": "cpu", "b": "gpu", "c": "gpu"}
+
+
+def _device(i, e):
+    return _DEVICE[e["op"]]
+
+
+def test_unified_simulate_faults_in_each_page_touched_from_the_other_device():
+    um = unified.simulate(_numa_trace(), _device, link=_LINK)
+    # a on the CPU first-touches 1 (2 pages) and 2 (1 page); b on the GPU reads both: 1 + 2 faults;
+    # 3 (3 pages) and 9 (0 B: 1 page) are first touched on the GPU, at no cost
+    assert (um.faults, um.migrations, um.prefetched) == (3, 3, 0)
+    assert um.us == pytest.approx(3 * 14.096)
+    assert um.log == [("fault", 2, 1, "gpu", pytest.approx(14.096)), ("fault", 1, 2, "gpu", pytest.approx(28.192))]
+    assert um.where == {(1, 0): "gpu", (1, 1): "gpu", (2, 0): "gpu", (3, 0): "gpu", (3, 1): "gpu",
+                        (3, 2): "gpu", (9, 0): "gpu"}   # nothing for c's missing output
+
+
+def test_unified_simulate_with_prefetch_moves_the_inputs_ahead_without_faults():
+    um = unified.simulate(_numa_trace(), _device, prefetch=True, link=_LINK)
+    # a's inputs were never touched: nothing to move; b prefetches 2 (1 page) and 1 (2 pages)
+    assert (um.faults, um.migrations, um.prefetched) == (0, 3, 3)
+    assert um.us == pytest.approx(3 * 4.096)
+    assert um.log == [("prefetch", 2, 1, "gpu", pytest.approx(4.096)), ("prefetch", 1, 2, "gpu", pytest.approx(8.192))]
+
+
+def test_unified_prefetch_leaves_the_pages_on_the_device_so_the_other_one_faults():
+    um = unified.UnifiedMemory(_LINK)
+    assert um.prefetch("x", 5000, "gpu") == 0.0          # never touched: placed, nothing moved
+    assert um.where == {("x", 0): "gpu", ("x", 1): "gpu"}
+    assert um.touch("x", 5000, "cpu") == pytest.approx(2 * 14.096)
+    assert (um.faults, um.log) == (2, [("fault", "x", 2, "cpu", pytest.approx(2 * 14.096))])
+    assert um.pages(1) == 1 and um.pages(4096) == 1 and um.pages(4097) == 2
+
+
+# -- workload: requests, backing bytes, replay_into -------------------------------------------------
+def test_requests_keeps_the_frees_of_storages_allocated_in_the_trace_only():
+    tr = mt.memory.Trace([{"kind": "alloc", "storage": 1, "nbytes": 100, "tag": "activation"},
+                          {"kind": "alloc", "storage": 2, "nbytes": 64, "tag": "tensor"},
+                          {"kind": "free", "storage": 1, "nbytes": 100},
+                          {"kind": "free", "storage": 7, "nbytes": 8},     # allocated before the trace
+                          {"kind": "alloc", "storage": 3, "nbytes": 32, "tag": "gradient"}])
+    assert workload.requests(tr) == [("alloc", 1, 100, "activation"), ("alloc", 2, 64, "tensor"), ("free", 1),
+                                     ("alloc", 3, 32, "gradient")]
+
+
+def test_backing_bytes_of_a_pool_and_an_arena():
+    pool = mt.memory.Pool(name="backing pool")
+    big = pool.alloc(2 << 20)                              # above max_block: a direct block, no slab
+    assert workload.backing_bytes(pool) == 2 << 20
+    pool.free(big)
+    assert workload.backing_bytes(mt.memory.Arena(capacity=4096, name="backing arena")) == 4096
+
+
+def test_replay_into_an_arena_records_its_used_bytes_and_passes_the_tags():
+    steps = [("alloc", 1, 100, "activation"), ("alloc", 2, 64, "tensor")]
+    r = workload.replay_into(mt.memory.Arena(capacity=4096, name="replay arena"), steps)
+    assert r.name == "replay arena"
+    assert r.requested == [100, 164] and r.reserved == [100, 128 + 64] and r.backing == [4096, 4096]
+    assert workload.replay_into(mt.memory.Arena(capacity=4096), steps, name="named").name == "named"
+    with mt.trace() as tr:
+        workload.replay_into(mt.memory.BestFit(name="replay fit"), steps)
+    assert [e["tag"] for e in tr.filter("fit_alloc")] == ["activation", "tensor"]
