@@ -460,3 +460,51 @@ def test_replay_into_an_arena_records_its_used_bytes_and_passes_the_tags():
     with mt.trace() as tr:
         workload.replay_into(mt.memory.BestFit(name="replay fit"), steps)
     assert [e["tag"] for e in tr.filter("fit_alloc")] == ["activation", "tensor"]
+
+
+# -- Arena: growth up to max_capacity, its events and stats ---------------------------------------
+def test_arena_grows_by_half_then_shrinks_the_last_chunk_to_fit_max_capacity():
+    with mt.trace() as tr:
+        arena = mt.memory.Arena(capacity=256, alignment=64, growth=1.5, max_capacity=512, name="grow arena")
+        blocks = [arena.alloc(50), arena.alloc(100)]   # chunk 0: [0, 50) and [64, 164): 14 B of padding
+        blocks.append(arena.alloc(100))    # 192 + 100 > 256: a chunk of max(128, 0.5 · 256) = 128 B
+        blocks.append(arena.alloc(100))    # a chunk of 0.5 · 384 = 192 B would pass 512: the 128 B left
+        with pytest.raises(mt.memory.OutOfMemoryError):
+            arena.alloc(10)                # no room at all is left
+    assert [(b.chunk, b.offset, b.padding) for b in blocks] == [(0, 0, 0), (0, 64, 14), (1, 0, 0), (2, 0, 0)]
+    assert [_fields(e) for e in tr.filter("arena_chunk")] == [
+        {"kind": "arena_chunk", "arena": arena.name, "chunk": i, "nbytes": n, "growth": i > 0}
+        for i, n in ((0, 256), (1, 128), (2, 128))]
+    s = arena.stats()
+    assert s["name"] == arena.name and s["capacity"] == 512 and s["used"] == 256 + 128 + 100
+    assert (s["requested"], s["high_water"], s["padding"], s["growths"], s["chunks"], s["allocations"],
+            s["resets"], s["live_blocks"]) == (350, 484, 14, 2, 3, 4, 0, 4)
+    arena.reset()
+    s = arena.stats()
+    assert (s["requested"], s["padding"], s["resets"], s["live_blocks"], s["used"]) == (0, 0, 1, 0, 0)
+
+
+# -- Pool: direct blocks and deferred release ------------------------------------------------------
+def test_pool_direct_blocks_are_whole_buffers_counted_one_by_one():
+    pool = mt.memory.Pool(name="direct pool")
+    big = [pool.alloc(2 << 20, "tensor"), pool.alloc(3 << 20)]   # above max_block (1 MiB)
+    assert [(b.chunk, b.offset, b.padding, b.size, b.tag) for b in big] == [
+        (-1, 0, 0, 2 << 20, "tensor"), (-1, 0, 0, 3 << 20, "")]
+    assert pool.stats()["direct_allocations"] == 2
+    for b in big:
+        pool.free(b)
+
+
+def test_pool_epochs_release_held_blocks_after_defer_epochs_and_say_so():
+    pool = mt.memory.Pool(name="epoch pool", defer_epochs=2)
+    a, b = pool.alloc(100), pool.alloc(100)
+    with mt.trace() as tr:
+        pool.free(a)                  # held since epoch 0
+        assert pool.advance_epoch() == 1   # 1 epoch later: still held
+        pool.free(b)                  # held since epoch 1
+        assert pool.advance_epoch() == 2   # a's 2 epochs are up
+        assert pool.advance_epoch() == 3   # and b's
+    assert [_fields(e) for e in tr.filter("pool_epoch")] == [
+        {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 1, "held": 1, "released": []},
+        {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 2, "held": 1, "released": [a.id]},
+        {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 3, "held": 0, "released": [b.id]}]
