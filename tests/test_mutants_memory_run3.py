@@ -508,3 +508,52 @@ def test_pool_epochs_release_held_blocks_after_defer_epochs_and_say_so():
         {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 1, "held": 1, "released": []},
         {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 2, "held": 1, "released": [a.id]},
         {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 3, "held": 0, "released": [b.id]}]
+
+
+# -- the pool's thread caches, on one thread -------------------------------------------------------
+def test_thread_cache_refills_hits_and_direct_blocks_counted_on_one_thread():
+    import threading
+
+    pool = mt.memory.Pool(name="cached pool", thread_cache=4)    # batch 2
+    c104 = pool.size_class(100)
+    with mt.trace() as tr:
+        a = pool.alloc(100, "t1")      # miss: a lock for the new cache, one for the refill: 3 blocks of 104
+        b = pool.alloc(100, "t2")      # a hit in the cache
+        d = pool.alloc(2 << 20, "big")  # above max_block: a direct block, under the lock
+        z = pool.alloc(0, "zero")      # a 0-byte request is fine (class 64: another refill)
+    me = threading.get_ident()
+    assert [(x.padding, x.tag, x.generation, x.thread, x.live) for x in (a, b, d, z)] == [
+        (0, "t1", 0, me, True), (0, "t2", 0, me, True), (0, "big", 0, me, True), (0, "zero", 0, me, True)]
+    assert (a.size_class, a.size, d.size, d.nbytes) == (c104, 104, 2 << 20, 2 << 20)
+    assert [e["reused"] for e in tr.filter("alloc_block")] == [False, True, False, False]
+    assert [(e["action"], e["size_class"], e["blocks"], e["cached"], e["lock_acquisitions"])
+            for e in tr.filter("thread_cache")] == [("refill", c104, 2, 208, 2), ("refill", 0, 2, 104 + 2 * 64, 4)]  # b took one of the 104s
+    assert pool.reserved == 3 * 104 + (2 << 20) + 3 * 64 and pool.peak == pool.reserved
+    assert pool.threads.stats() == {"threads": 1, "lock_acquisitions": 4, "cache_hits": 1, "reused": 1,
+                                    "thread_allocations": 4, "cross_thread_frees": 0, "cached_blocks": 3,
+                                    "cached_bytes": 104 + 2 * 64}
+    for x in (a, b, d, z):
+        pool.free(x)
+    assert a.live is False and pool.threads.caches[0].frees == 4
+    assert pool.threads.lock_acquisitions == 5                 # only the direct block took the lock
+    assert pool.threads.flush_all() == 6                       # 3 of 104 (a, b, one spare), 3 of 64
+    with mt.trace() as tr:
+        again = pool.alloc(100)        # refilled from the central free list: reused bytes
+    assert [e["reused"] for e in tr.filter("alloc_block")] == [True]
+    pool.free(again)
+    other = mt.memory.Pool(name="other cached pool", thread_cache=4)
+    with pytest.raises(mt.memory.AllocatorError, match="not allocated by this pool"):
+        other.free(pool.alloc(100))
+
+
+def test_thread_cache_batches_and_deferred_release():
+    from microtorch.memory.thread_cache import ThreadCaches
+
+    pool = mt.memory.Pool(name="batch pool", thread_cache=1)   # batch max(1, 1 // 2) = 1
+    assert pool.threads.batch == 1 and ThreadCaches(pool, 4, batch=3).batch == 3
+    pool.alloc(100)                    # 1 + 1 blocks: one cached
+    assert pool.threads.stats()["cached_blocks"] == 1 and pool.threads.lock_acquisitions == 2
+    deferred = mt.memory.Pool(name="deferred cached pool", thread_cache=4, defer_epochs=1)
+    x = deferred.alloc(100)
+    deferred.free(x)                   # deferred release bypasses the cache: held centrally
+    assert len(deferred.held) == 1 and deferred.threads.stats()["cached_blocks"] == 2
