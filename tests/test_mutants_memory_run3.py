@@ -557,3 +557,21 @@ def test_thread_cache_batches_and_deferred_release():
     x = deferred.alloc(100)
     deferred.free(x)                   # deferred release bypasses the cache: held centrally
     assert len(deferred.held) == 1 and deferred.threads.stats()["cached_blocks"] == 2
+
+
+def test_a_full_thread_cache_flushes_its_oldest_block_under_one_lock():
+    pool = mt.memory.Pool(name="flushing pool", thread_cache=1)   # capacity 1, batch 1
+    c = pool.size_class(100)
+    x1 = pool.alloc(100)               # miss: one block for x1, one (k) into the cache
+    x2 = pool.alloc(100)               # a hit: k
+    x3 = pool.alloc(100)               # miss again: one for x3, one (l) into the cache
+    before = pool.threads.lock_acquisitions
+    with mt.trace() as tr:
+        pool.free(x1)                  # the cache holds [l, x1]: 2 > 1, so l (the oldest) goes central
+    assert pool.threads.lock_acquisitions == before + 1
+    assert [(e["action"], e["size_class"], e["blocks"], e["cached"], e["lock_acquisitions"])
+            for e in tr.filter("thread_cache")] == [("flush", c, 1, 104, before + 1)]
+    y = pool.alloc(100)                # a hit: the block left in the cache is x1's
+    assert (y.chunk, y.offset) == (x1.chunk, x1.offset)
+    for b in (x2, x3, y):
+        pool.free(b)
