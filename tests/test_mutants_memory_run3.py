@@ -575,3 +575,35 @@ def test_a_full_thread_cache_flushes_its_oldest_block_under_one_lock():
     assert (y.chunk, y.offset) == (x1.chunk, x1.offset)
     for b in (x2, x3, y):
         pool.free(b)
+
+
+# -- Buddy: limits, orders, direct blocks, events ----------------------------------------------------
+def test_buddy_refuses_what_is_not_a_power_of_two_and_accepts_the_smallest_ones():
+    for what, kwargs in (("heap_bytes", {"heap_bytes": 1000}), ("min_block", {"min_block": 48}),
+                         ("alignment", {"alignment": 0})):
+        with pytest.raises(ValueError, match=f"Buddy {what} must be a power of two"):
+            mt.memory.Buddy(**kwargs)
+    tiny = mt.memory.Buddy(heap_bytes=4, min_block=1, alignment=1)   # 1 = 2⁰ is a power of two
+    assert (tiny.order_for(0), tiny.order_for(1), tiny.order_for(2), tiny.order_for(3)) == (0, 0, 1, 2)
+    assert mt.memory.Buddy(heap_bytes=64, min_block=64).alloc(1).size == 64   # min_block == heap_bytes is fine
+    assert mt.memory.Buddy().name == "buddy"
+
+
+def test_buddy_blocks_in_heaps_and_direct_blocks_and_their_events():
+    bud = mt.memory.Buddy(heap_bytes=1024, min_block=64, name="event buddy")
+    assert bud.order_for(1024) == 10 and bud.order_for(1025) is None
+    with mt.trace() as tr:
+        small = bud.alloc(0, "zero")      # min_block: order 6
+        whole = bud.alloc(1024, "heap")   # exactly a heap: a second heap, not a direct block
+        big = [bud.alloc(3000, "big"), bud.alloc(2000)]
+    assert [(b.chunk, b.offset, b.nbytes, b.size, b.padding, b.tag, b.size_class) for b in (small, whole, *big)] == [
+        (0, 0, 0, 64, 0, "zero", 6), (1, 0, 1024, 1024, 0, "heap", 10), (-1, 0, 3000, 3000, 0, "big", None),
+        (-1, 0, 2000, 2000, 0, "", None)]
+    big[0].array(np.uint8)[:] = 1     # a direct block's bytes are real
+    assert [(e["block"], e["order"], e["nbytes"], e["size"], e["min_order"], e["heaps"]) for e in tr.filter("buddy_alloc")] == [
+        (small.id, 6, 0, 64, 6, 1), (whole.id, 10, 1024, 1024, 6, 2), (big[0].id, None, 3000, 3000, 6, 2),
+        (big[1].id, None, 2000, 2000, 6, 2)]
+    s = bud.stats()
+    assert (s["allocations"], s["direct_allocations"], s["peak"]) == (4, 2, 64 + 1024 + 5000)
+    bud.free(big[0])
+    assert big[0].live is False
