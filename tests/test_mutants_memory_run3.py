@@ -607,3 +607,22 @@ def test_buddy_blocks_in_heaps_and_direct_blocks_and_their_events():
     assert (s["allocations"], s["direct_allocations"], s["peak"]) == (4, 2, 64 + 1024 + 5000)
     bud.free(big[0])
     assert big[0].live is False
+
+
+# -- Block.__repr__, Pool.stats with thread caches ----------------------------------------------------
+def test_block_repr_names_tag_place_size_and_whether_it_is_live():
+    bf = mt.memory.BestFit(heap_bytes=1024, round_to=64, name="repr fit")
+    a, b = bf.alloc(100, "act"), bf.alloc(10)
+    assert repr(a) == f"<Block #{a.id} act: 100 B at chunk 0 +0 (occupies 128 B), live>"
+    assert repr(b) == f"<Block #{b.id} untagged: 10 B at chunk 0 +128 (occupies 64 B), live>"
+    bf.free(a)
+    assert repr(a) == f"<Block #{a.id} act: 100 B at chunk 0 +0 (occupies 128 B), dead>"
+
+
+def test_pool_stats_with_thread_caches_count_the_threads_allocations_and_reuse():
+    pool = mt.memory.Pool(name="stats cached pool", thread_cache=4)
+    blocks = [pool.alloc(100), pool.alloc(100), pool.alloc(100)]   # a refill, then two cache hits
+    s = pool.stats()
+    assert (s["name"], s["allocations"], s["reuse_hits"], s["cache_hits"]) == ("stats cached pool", 3, 2, 2)
+    for b in blocks:
+        pool.free(b)
