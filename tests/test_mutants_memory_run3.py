@@ -20,15 +20,16 @@ from microtorch.memory.node_arena import NodeArena
 
 # -- Storage.__repr__ ---------------------------------------------------------------------------
 def test_storage_repr_says_where_the_bytes_live_and_whether_they_are_live_freed_or_stale():
-    pool = mt.memory.Pool(name="repr pool")
+    pool = mt.memory.Pool(name="repr pool")  # registered: numbered if another "repr pool" is alive
+    assert pool.name.startswith("repr pool")
     with mt.memory.use_pool(pool):
         t = mt.zeros(3)                                   # 3 float32: 12 bytes in the pool
         s = t.storage
-        assert repr(s) == f"<Storage #{s.id} 12 bytes in repr pool, refcount=1, version=0>"
+        assert repr(s) == f"<Storage #{s.id} 12 bytes in {pool.name}, refcount=1, version=0>"
         t.add_(1.0)                                       # one in-place write
-        assert repr(s) == f"<Storage #{s.id} 12 bytes in repr pool, refcount=1, version=1>"
+        assert repr(s) == f"<Storage #{s.id} 12 bytes in {pool.name}, refcount=1, version=1>"
         del t                                             # the last holder goes: freed
-        assert repr(s) == f"<Storage #{s.id} 12 bytes in repr pool, freed, version=1>"
+        assert repr(s) == f"<Storage #{s.id} 12 bytes in {pool.name}, freed, version=1>"
     with mt.memory.use_heap():
         h = mt.zeros(2, dtype=mt.float64)                 # plain numpy: no allocator named
         assert repr(h.storage) == f"<Storage #{h.storage.id} 16 bytes, refcount=1, version=0>"
@@ -453,8 +454,9 @@ def test_backing_bytes_of_a_pool_and_an_arena():
 
 def test_replay_into_an_arena_records_its_used_bytes_and_passes_the_tags():
     steps = [("alloc", 1, 100, "activation"), ("alloc", 2, 64, "tensor")]
-    r = workload.replay_into(mt.memory.Arena(capacity=4096, name="replay arena"), steps)
-    assert r.name == "replay arena"
+    arena = mt.memory.Arena(capacity=4096, name="replay arena")
+    r = workload.replay_into(arena, steps)
+    assert r.name == arena.name and arena.name.startswith("replay arena")
     assert r.requested == [100, 164] and r.reserved == [100, 128 + 64] and r.backing == [4096, 4096]
     assert workload.replay_into(mt.memory.Arena(capacity=4096), steps, name="named").name == "named"
     with mt.trace() as tr:
@@ -505,9 +507,9 @@ def test_pool_epochs_release_held_blocks_after_defer_epochs_and_say_so():
         assert pool.advance_epoch() == 2   # a's 2 epochs are up
         assert pool.advance_epoch() == 3   # and b's
     assert [_fields(e) for e in tr.filter("pool_epoch")] == [
-        {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 1, "held": 1, "released": []},
-        {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 2, "held": 1, "released": [a.id]},
-        {"kind": "pool_epoch", "allocator": "epoch pool", "epoch": 3, "held": 0, "released": [b.id]}]
+        {"kind": "pool_epoch", "allocator": pool.name, "epoch": 1, "held": 1, "released": []},
+        {"kind": "pool_epoch", "allocator": pool.name, "epoch": 2, "held": 1, "released": [a.id]},
+        {"kind": "pool_epoch", "allocator": pool.name, "epoch": 3, "held": 0, "released": [b.id]}]
 
 
 # -- the pool's thread caches, on one thread -------------------------------------------------------
@@ -623,6 +625,6 @@ def test_pool_stats_with_thread_caches_count_the_threads_allocations_and_reuse()
     pool = mt.memory.Pool(name="stats cached pool", thread_cache=4)
     blocks = [pool.alloc(100), pool.alloc(100), pool.alloc(100)]   # a refill, then two cache hits
     s = pool.stats()
-    assert (s["name"], s["allocations"], s["reuse_hits"], s["cache_hits"]) == ("stats cached pool", 3, 2, 2)
+    assert (s["name"], s["allocations"], s["reuse_hits"], s["cache_hits"]) == (pool.name, 3, 2, 2)
     for b in blocks:
         pool.free(b)
