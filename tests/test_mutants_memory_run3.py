@@ -628,3 +628,14 @@ def test_pool_stats_with_thread_caches_count_the_threads_allocations_and_reuse()
     assert (s["name"], s["allocations"], s["reuse_hits"], s["cache_hits"]) == (pool.name, 3, 2, 2)
     for b in blocks:
         pool.free(b)
+
+
+def test_arena_describes_itself_as_plain_data_for_a_trace_baseline():
+    arena = mt.memory.Arena(capacity=256, alignment=64, name="described arena")
+    arena.alloc(50)
+    arena.alloc(100)                   # at 64: 14 B of padding, 164 B used
+    assert arena.describe() == {"name": arena.name, "kind": "arena", "chunks": [256], "generation": 0,
+                                "resets": 0, "used": 164, "padding": 14}
+    arena.reset()
+    assert arena.describe() == {"name": arena.name, "kind": "arena", "chunks": [256], "generation": 1,
+                                "resets": 1, "used": 0, "padding": 0}
