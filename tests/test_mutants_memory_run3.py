@@ -639,3 +639,12 @@ def test_arena_describes_itself_as_plain_data_for_a_trace_baseline():
     arena.reset()
     assert arena.describe() == {"name": arena.name, "kind": "arena", "chunks": [256], "generation": 1,
                                 "resets": 1, "used": 0, "padding": 0}
+
+
+def test_node_arena_defaults_1024_records_growing_by_half():
+    arena = NodeArena()
+    assert (arena.name, arena.capacity, arena.high_water, arena.top, arena.live) == ("node arena", 1024, 0, 0, 0)
+    ops = [_Op() for _ in range(1025)]
+    for op in ops:
+        arena.new(op)
+    assert arena.capacity == 1024 + 512 and arena.growths == 1 and arena.high_water == 1025
