@@ -2,9 +2,10 @@
 
 Each test pins a behaviour some surviving mutant changed, with the expected values worked
 out by hand from the allocator's rules (its docstring), not read back from the code under
-test. The triage (which mutant, what it changed, which test kills it or why it is
-equivalent) is summarised in tests/README.md. The first run's tests are in
-tests/test_mutants_memory.py.
+test. tests/README.md ("Mutation testing") says how survivors are triaged; the first run's
+tests are in tests/test_mutants_memory.py. Allocators that register (Pool, Arena) are compared
+through ``.name``: a live allocator of the same name numbers a new one ("pool #2"), as happens
+under mutmut, which runs with automatic garbage collection off.
 """
 import dataclasses
 import importlib
