@@ -41,7 +41,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     ``order="topo"`` the topological-sort variant. ``inputs`` restricts accumulation to
     those tensors (leaves, or non-leaves whose ``.grad`` then gets filled, as in PyTorch).
     """
-    roots = _roots(tensors, grad_tensors, create_graph)
+    roots = _roots(tensors, grad_tensors)
     sink, on_node = gradient_sink.accumulate, None  # the common case: every leaf gradient, as is
     if inputs is not None or create_graph:
         only = None if inputs is None else {id(t) for t in _as_tuple(inputs)}
@@ -89,7 +89,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         for i in wanted_nodes.get(node, ()):
             captured[id(inputs[i])] = g
 
-    _run(_roots(outputs, grad_outputs, create_graph), sink,
+    _run(_roots(outputs, grad_outputs), sink,
          retain_graph=create_graph if retain_graph is None else retain_graph,
          create_graph=create_graph, on_node=on_node)
     result = []
@@ -106,7 +106,7 @@ def _as_tuple(x):
     return (x,) if isinstance(x, Tensor) else tuple(x)
 
 
-def _roots(tensors, grads, create_graph):
+def _roots(tensors, grads):
     """Pair each output with its incoming gradient; ones for scalars, else an error."""
     tensors = _as_tuple(tensors)
     if grads is None:

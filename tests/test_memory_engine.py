@@ -125,7 +125,7 @@ def test_dependency_counts_live_on_the_nodes():
     x = mt.randn(3, requires_grad=True)
     h = x.tanh()
     y = (h * h + h).sum()
-    reachable = _dependencies(_roots(y, None, False))
+    reachable = _dependencies(_roots(y, None))
     # tanh's node has three incoming edges: h*h uses h twice, and + uses it once
     assert h.grad_fn.pending == 3
     assert y.grad_fn.pending == 0  # the root: nobody sends it a gradient

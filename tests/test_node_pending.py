@@ -16,7 +16,7 @@ def test_pending_counts_every_edge_of_a_node_with_more_than_four_inputs():
     y = mt.cat(parts).sum()
     cat = y.grad_fn.next[0]
     assert len(cat.next) == 6 and cat.next[3] is None
-    _dependencies(_roots(y, None, False))
+    _dependencies(_roots(y, None))
     assert h.grad_fn.pending == 5  # four edges from Cat, one from Mul: beyond the record's four inputs
     assert cat.pending == 1 and y.grad_fn.pending == 0
     y.backward()
