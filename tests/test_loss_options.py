@@ -21,6 +21,7 @@ def torch():
 CASES = {
     "ignore": dict(target="indices"),
     "ignore_7": dict(target="indices7", ignore_index=7),
+    "ignore_a_real_class": dict(target="indices_all", ignore_index=0),  # 0..C-1: e.g. a padding class
     "smoothing": dict(target="indices_all", label_smoothing=0.2),
     "ignore_and_smoothing": dict(target="indices", label_smoothing=0.1),
     "probabilities": dict(target="probs"),
@@ -125,3 +126,19 @@ def test_the_loss_module_passes_the_options_on():
     loss = mt.nn.CrossEntropyLoss(ignore_index=7, label_smoothing=0.1)
     x, t = mt.tensor(LOGITS), mt.tensor([7, 1, 2, 3, 0])
     assert np.isclose(loss(x, t).item(), mt.cross_entropy(x, t, ignore_index=7, label_smoothing=0.1).item())
+
+
+@pytest.mark.parametrize("functional", ["cross_entropy", "nll_loss"])
+def test_an_ignore_index_that_is_a_real_class_skips_its_rows(functional):
+    """ignore_index = 0 (a padding class, say) is one of the C classes: its rows contribute
+    nothing, even where their log-probability is -inf, and "mean" counts only the others."""
+    logits = np.array([[0.0, 1.0], [-np.inf, 0.0], [2.0, -1.0]])
+    target = np.array([1, 0, 0])
+    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    x = mt.tensor(logits if functional == "cross_entropy" else logp, requires_grad=True)
+    f = getattr(mt, functional)
+    assert np.isclose(f(x, mt.tensor(target), ignore_index=0).item(), -logp[0, 1])
+    per_row = f(x, mt.tensor(target), ignore_index=0, reduction="none").detach().numpy()
+    assert np.isclose(per_row[0], -logp[0, 1]) and np.array_equal(per_row[1:], [0.0, 0.0])
+    f(x, mt.tensor(target), ignore_index=0, reduction="sum").backward()
+    assert np.isfinite(x.grad.numpy()).all() and not x.grad.numpy()[1:].any()  # ignored rows: no gradient

@@ -201,9 +201,10 @@ def _class_indices(op, x, target, ignore_index: int = -100) -> tuple[Tensor, boo
         raise ValueError(f"{op}: target shape {list(t.shape)} does not match the batch: input is "
                          f"{list(x.shape)}, so target must have shape [{x.shape[0]}]")
     # one reduction: read as unsigned, a negative index is huge, so max() finds both kinds of bad
+    # (and the rows to skip, when ignore_index is itself out of range, as the default -100 is)
     unsigned = t.view(f"u{t.itemsize}") if t.dtype.kind == "i" else t
     ignored = False
-    if t.size and unsigned.max() >= x.shape[1]:
+    if t.size and (0 <= ignore_index < x.shape[1] or unsigned.max() >= x.shape[1]):
         skipped = t == ignore_index
         bad = ((t < 0) | (t >= x.shape[1])) & ~skipped
         if bad.any():
