@@ -142,3 +142,15 @@ def test_an_ignore_index_that_is_a_real_class_skips_its_rows(functional):
     assert np.isclose(per_row[0], -logp[0, 1]) and np.array_equal(per_row[1:], [0.0, 0.0])
     f(x, mt.tensor(target), ignore_index=0, reduction="sum").backward()
     assert np.isfinite(x.grad.numpy()).all() and not x.grad.numpy()[1:].any()  # ignored rows: no gradient
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_a_mean_over_no_rows_is_nan_and_gives_no_gradient(label_smoothing):
+    """Every target ignored: "mean" is 0/0 = nan, as in PyTorch, but the gradient is 0, not
+    nan (PyTorch's too), and no numpy warning leaks out."""
+    x = mt.tensor([[0.5, -np.inf], [1.0, 2.0]], requires_grad=True)
+    with np.errstate(all="raise"):
+        loss = mt.cross_entropy(x, mt.tensor([0, 0]), ignore_index=0, label_smoothing=label_smoothing)
+        loss.backward()
+    assert np.isnan(loss.item()) and loss.dtype == x.dtype
+    assert np.array_equal(x.grad.numpy(), np.zeros((2, 2)))

@@ -223,8 +223,9 @@ def _reduce(losses, reduction, divisor):
     total = losses.sum()
     if reduction == "sum":
         return total
-    with np.errstate(invalid="ignore", divide="ignore"):  # every row ignored: 0/0 = nan, as in PyTorch
-        return total / divisor
+    if divisor == 0:  # every row ignored: the mean is 0/0 = nan and no row gets a gradient (PyTorch)
+        return total + float("nan")
+    return total / divisor
 
 
 def _smoothed_nll(logp, target, ignore_index, label_smoothing, reduction):
