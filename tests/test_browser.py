@@ -301,6 +301,30 @@ def _player_cells(path: Path) -> list[int]:
     return found
 
 
+def _step_the_player(page, slider, what: str, action=None) -> tuple[str, str]:
+    """Move a player one step and wait until its slider's value and then the picture beside it
+    change: ``action()`` if given (a key press, a click), else ArrowRight on the slider's
+    handle (ArrowLeft at the last step). Fails saying ``what`` moved it if the picture stays
+    the same; returns the slider's value before and after."""
+    handle = slider.locator(".noUi-handle").first
+    value, pic = handle.get_attribute("aria-valuenow"), slider.evaluate(PICTURE_JS)
+    assert "<svg" in pic or "<img" in pic, f"{what}: no picture (svg/img) beside the slider"
+    if action is None:
+        handle.focus()
+        page.keyboard.press("ArrowLeft" if value == handle.get_attribute("aria-valuemax") else "ArrowRight")
+    else:
+        action()
+    page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
+                           arg=[handle.element_handle(), value], timeout=WIDGET_MS)
+    try:
+        page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
+                               arg=[slider.element_handle(), pic], timeout=WIDGET_MS, polling=100)
+    except Exception:
+        pytest.fail(f"{what}: moved the step from {value} to {handle.get_attribute('aria-valuenow')}, "
+                    f"but the picture beside it did not change within {WIDGET_MS // 1000} s")
+    return value, handle.get_attribute("aria-valuenow")
+
+
 def _screenshot_element(page, locator, path: Path) -> None:
     """Screenshot one element whole: the notebook scrolls inside a fixed-size page, so a
     player taller than the window needs a taller window first."""
@@ -397,25 +421,8 @@ def test_notebook_widgets_live_in_jupyterlab(path, browser, lab):
         sliders = notebook.locator(f"{OUTPUT} .widget-slider")
         if sliders.count():
             slider = sliders.first
-            handle = slider.locator(".noUi-handle").first
-            handle.scroll_into_view_if_needed()
-            before_pic = slider.evaluate(PICTURE_JS)
-            assert "<svg" in before_pic or "<img" in before_pic, \
-                f"{path.name}: no picture (svg/img) beside the first slider"
-            before = handle.get_attribute("aria-valuenow")
-            at_end = before == handle.get_attribute("aria-valuemax")
-            handle.focus()
-            page.keyboard.press("ArrowLeft" if at_end else "ArrowRight")
-            page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
-                                   arg=[handle.element_handle(), before], timeout=WIDGET_MS)
-            try:
-                page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
-                                       arg=[slider.element_handle(), before_pic],
-                                       timeout=WIDGET_MS, polling=100)
-            except Exception:
-                pytest.fail(f"{path.name}: moved the first slider from {before} to "
-                            f"{handle.get_attribute('aria-valuenow')}, but the picture beside "
-                            f"it did not change within {WIDGET_MS // 1000} s")
+            slider.locator(".noUi-handle").first.scroll_into_view_if_needed()
+            _step_the_player(page, slider, f"{path.name}, the first slider")
             box = slider.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
             _screenshot_element(page, box, ARTIFACTS / f"{path.stem}-player.png")
         passed = True
@@ -525,22 +532,7 @@ def test_rise_slideshow_runs_a_player(browser, lab):
         assert slider.evaluate(on_slide_js), (
             f"{SLIDESHOW}: the player's cell ran but its slide could not be brought on screen")
         slider.wait_for(state="visible", timeout=WIDGET_MS)
-        handle = slider.locator(".noUi-handle").first
-        before_pic = slider.evaluate(PICTURE_JS)
-        assert "<svg" in before_pic or "<img" in before_pic, "no picture beside the slider"
-        before = handle.get_attribute("aria-valuenow")
-        handle.focus()
-        page.keyboard.press("ArrowLeft" if before == handle.get_attribute("aria-valuemax")
-                            else "ArrowRight")
-        page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
-                               arg=[handle.element_handle(), before], timeout=WIDGET_MS)
-        try:
-            page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
-                                   arg=[slider.element_handle(), before_pic],
-                                   timeout=WIDGET_MS, polling=100)
-        except Exception:
-            pytest.fail(f"{SLIDESHOW} as slides: moved the slider from {before} to "
-                        f"{handle.get_attribute('aria-valuenow')}, but the picture did not change")
+        _step_the_player(page, slider, f"{SLIDESHOW} as slides, the slider")
     finally:
         try:
             page.screenshot(path=str(ARTIFACTS / "slideshow-00_start_here.png"))
@@ -631,18 +623,7 @@ def test_memory_explorer_records_and_plays(browser, voila):
         body = page.locator("body").inner_text()
         assert not any(w in body for w in ("Traceback", "Error", "Exception")), body[-2000:]
         assert "planner's packing" in body
-        handle = slider.locator(".noUi-handle").first
-        before_pic = slider.evaluate(PICTURE_JS)
-        assert "<svg" in before_pic or "<img" in before_pic, "no picture beside the slider"
-        before = handle.get_attribute("aria-valuenow")
-        handle.focus()
-        page.keyboard.press("ArrowLeft" if before == handle.get_attribute("aria-valuemax")
-                            else "ArrowRight")
-        page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
-                               arg=[handle.element_handle(), before], timeout=WIDGET_MS)
-        page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
-                               arg=[slider.element_handle(), before_pic],
-                               timeout=WIDGET_MS, polling=100)
+        _step_the_player(page, slider, "the explorer's player")
         assert not page_errors, f"JavaScript errors: {page_errors}"
     finally:
         try:
@@ -709,29 +690,15 @@ def test_slideshow_runs_a_player(browser, tmp_path):
             box = slider.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
             forward = box.locator("button", has_text="forward").first
 
-            def moves(action, what):
-                value, pic = handle.get_attribute("aria-valuenow"), slider.evaluate(PICTURE_JS)
-                assert "<svg" in pic or "<img" in pic, "no picture beside the player's slider"
-                action()
-                page.wait_for_function("([h, v]) => h.getAttribute('aria-valuenow') !== v",
-                                       arg=[handle.element_handle(), value], timeout=WIDGET_MS)
-                try:
-                    page.wait_for_function(f"([s, before]) => ({PICTURE_JS})(s) !== before",
-                                           arg=[slider.element_handle(), pic],
-                                           timeout=WIDGET_MS, polling=100)
-                except Exception:
-                    pytest.fail(f"{SLIDESHOW} as slides: {what} moved the step from {value} to "
-                                f"{handle.get_attribute('aria-valuenow')}, but the picture "
-                                "did not change")
-                return value, handle.get_attribute("aria-valuenow")
-
             def arrow():
                 handle.focus()
                 page.keyboard.press("ArrowRight")
 
-            first, second = moves(arrow, "the slider (ArrowRight on its handle)")
+            first, second = _step_the_player(
+                page, slider, f"{SLIDESHOW} as slides, the slider (ArrowRight on its handle)", arrow)
             assert int(float(second)) == int(float(first)) + 1, (first, second)
-            third = moves(forward.click, 'the "forward ▶" button')[1]
+            third = _step_the_player(
+                page, slider, f'{SLIDESHOW} as slides, the "forward ▶" button', forward.click)[1]
             assert int(float(third)) == int(float(second)) + 1, (second, third)
             assert slider.evaluate(SLIDE_ON_SCREEN_JS), "the player left the slide on screen"
             assert not page_errors, f"JavaScript errors: {page_errors}"
