@@ -28,6 +28,22 @@ def _broadcasting(ctx, op: str, fn, a: Tensor, b: Tensor) -> np.ndarray:
     return fn(x, y, out=ctx.empty(shape, x.dtype))
 
 
+def _ieee(ufunc):
+    """``ufunc`` without numpy's floating-point warnings: ln 0 = −inf, ln −1 = NaN, √−1 = NaN,
+    1/0 = inf, 0/0 = NaN and e¹⁰⁰⁰ = inf are IEEE's answers, returned silently as PyTorch does
+    (numpy would also print a ``RuntimeWarning`` pointing into microtorch)."""
+
+    def quiet(*args, **kwargs):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return ufunc(*args, **kwargs)
+
+    quiet.__name__ = quiet.__qualname__ = ufunc.__name__
+    return quiet
+
+
+true_divide = _ieee(np.true_divide)
+
+
 def _unary(ctx, fn, x: Tensor) -> np.ndarray:
     """``fn(x)`` written straight into the result's storage."""
     data = x._data
@@ -100,7 +116,7 @@ class Div(Function):
         need_b = (ctx.needs_input_grad or (False, False))[1]
         ctx.save_for_backward(a if need_b else None, b)  # a only matters for b's gradient
         ctx.shapes = a.shape, b.shape
-        return _broadcasting(ctx, "div", np.true_divide, a, b)
+        return _broadcasting(ctx, "div", true_divide, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -252,12 +268,12 @@ class Exp(Function):
     """z = eˣ;  dz/dx = eˣ = z (the output is saved, not recomputed)."""
 
     inplace_variant = InplaceVariant("exp_", reads="output")
-    compute = np.exp
+    compute = _ieee(np.exp)  # e¹⁰⁰⁰ = inf, silently
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
-        return _unary(ctx, np.exp, x)
+        return _unary(ctx, Exp.compute, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -268,10 +284,12 @@ class Exp(Function):
 class Log(Function):
     """z = ln x;  dz/dx = 1/x."""
 
+    compute = _ieee(np.log)  # ln 0 = −inf, ln −1 = NaN, silently
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _unary(ctx, np.log, x)
+        return _unary(ctx, Log.compute, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -283,12 +301,12 @@ class Sqrt(Function):
     """z = √x;  dz/dx = 1 / (2√x) = 1 / (2z)."""
 
     inplace_variant = InplaceVariant("sqrt_", reads="output")
-    compute = np.sqrt
+    compute = _ieee(np.sqrt)  # √−1 = NaN, silently
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_output()
-        return _unary(ctx, np.sqrt, x)
+        return _unary(ctx, Sqrt.compute, x)
 
     @staticmethod
     def backward(ctx, g):

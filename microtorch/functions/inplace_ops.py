@@ -14,7 +14,7 @@ import numpy as np
 from ..node import Function
 from ..tensor_base import TensorBase as Tensor
 from .broadcast import unbroadcast
-from .elementwise import Add, Clamp, Div, Exp, Mul, Neg, Relu, Sigmoid, Sqrt, Tanh, clone
+from .elementwise import Add, Clamp, Div, Exp, Mul, Neg, Relu, Sigmoid, Sqrt, Tanh, clone, true_divide
 from .strided import writable
 
 
@@ -102,7 +102,7 @@ class Div_(_InplaceOp):
     def forward(ctx, x, o):
         _save_operand_and_old(ctx, x, o)
         out = writable(x)
-        np.true_divide(out, _data(o), out=out)
+        true_divide(out, _data(o), out=out)
         return x._data
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -72,6 +73,10 @@ class Mean(Function):
         dims = reduced_dims("mean", dim, x.ndim)
         ctx.shape, ctx.kept = x.shape, _keepdim_shape(x.shape, dims)
         ctx.n = x.numel() // builtins.max(math.prod(ctx.kept), 1) if x.numel() else 0
+        if not ctx.n:  # the mean of nothing is 0/0 = NaN, as in PyTorch: without numpy's warnings
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # ("Mean of empty slice")
+                return x._data.mean(axis=dims, keepdims=keepdim)
         return x._data.mean(axis=dims, keepdims=keepdim)
 
     @staticmethod
