@@ -62,7 +62,7 @@ from .inplace_checks import (_check_autograd, _check_broadcast, _check_inputs, _
                              _check_written, _scalar_dtype)
 from .inplace_ops import (Add_, Clamp_, Copy_, Div_, Exp_, Fill_, IndexPut_, Mul_, Neg_, Relu_,
                           Sigmoid_, Sqrt_, Tanh_)
-from .shape import _index_key, _index_tensors, _is_advanced
+from .shape import _index_key, _index_tensors, _is_advanced, ints_first
 from .strided import as_strided, strided_array
 
 
@@ -275,6 +275,10 @@ def setitem(t: Tensor, key, value) -> None:
     """``t[key] = value``. Basic keys (ints, slices, None, ...) write through a view
     (``t[key].copy_(value)``, so CopySlices rebases ``t``'s history); integer-array and
     boolean-mask keys write directly into ``t`` (PyTorch's ``index_put_``)."""
+    split = ints_first(key)
+    if split is not None:  # PyTorch's order: into the integers' view, at the rest of the key
+        setitem(t[split[0]], split[1], value)
+        return
     index_tensors, key = _index_tensors(key), _index_key(key)
     if _is_advanced(key):
         if not isinstance(value, Tensor):

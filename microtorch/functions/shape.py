@@ -204,8 +204,44 @@ def _index_key(key):
     if isinstance(key, np.ndarray):
         return key.copy()
     if isinstance(key, list):
-        return np.asarray(key)
+        array = np.asarray(key)
+        # an empty list selects nothing (PyTorch: an empty index); numpy would read it as floats
+        return array.astype(np.int64) if array.size == 0 and array.dtype.kind == "f" else array
     return key
+
+
+def _is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _dims_taken(k) -> int:
+    """How many of the indexed tensor's dimensions key entry ``k`` uses up (a mask: its ndim)."""
+    if isinstance(k, Tensor):
+        return k.ndim if k.dtype == np.bool_ else 1
+    if isinstance(k, (list, np.ndarray)):
+        array = np.asarray(k)
+        return array.ndim if array.dtype == np.bool_ else 1
+    return 1
+
+
+def ints_first(key):
+    """PyTorch's order for a key holding both integers and index arrays: the integers select
+    first (each drops its dimension), then the rest of the key indexes what is left. numpy
+    instead counts such an integer as one more index array, and when the arrays are not side
+    by side it moves their dimension to the front: ``x[0, :, [1, 2]]`` of a (2, 3, 4) tensor is
+    (2, 3) in numpy, (3, 2) in PyTorch. Returns (the integers' key, the rest of the key), or
+    None when no integer sits beside an index array (numpy and PyTorch then agree)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    arrays = any(isinstance(k, (list, np.ndarray, Tensor)) for k in keys)
+    if not arrays or not any(_is_int(k) for k in keys):
+        return None
+    first = []
+    for k in keys:
+        if k is Ellipsis or _is_int(k):
+            first.append(k)
+        elif k is not None:  # None adds a dimension: it takes none of x's
+            first.extend([slice(None)] * _dims_taken(k))
+    return tuple(first), tuple(k for k in keys if not _is_int(k))
 
 
 def _index_tensors(key) -> tuple:
@@ -341,6 +377,9 @@ def broadcast_to(x, shape):
 
 
 def index(x, key):
+    split = ints_first(key)
+    if split is not None:  # PyTorch's order: the integers' view first, then the rest
+        return index(index(x, split[0]), split[1])
     return Index.apply(x, _index_key(key), _index_tensors(key))
 
 
