@@ -359,6 +359,14 @@ class Tensor(TensorBase):
     def mT(self) -> "Tensor":
         return self.transpose(-2, -1)
 
+    def t(self) -> "Tensor":
+        """The transpose of a matrix, as a view (PyTorch's ``t()``); a 0-d or 1-d tensor comes
+        back as a view of itself. More dimensions are refused, as in PyTorch."""
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D "
+                               "(for the last two dimensions use x.mT or x.transpose(-2, -1))")
+        return self.transpose(0, 1) if self.ndim == 2 else self[...]
+
     def contiguous(self) -> "Tensor":
         """``self`` if its elements are already laid out row-major, else a contiguous copy."""
         return self if self.is_contiguous() else self.clone()

@@ -371,3 +371,17 @@ def test_random_view_chains_agree_with_numpy(shape, data):
     assert t.is_contiguous() == a.flags.c_contiguous
     if t.numel():
         assert np.shares_memory(t.numpy(), ref)
+
+
+def test_t_transposes_a_matrix_as_a_view_and_refuses_more_dimensions():
+    x = mt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = x.t()
+    assert y.shape == (3, 2) and y._storage is x._storage  # a view: zero-copy
+    np.testing.assert_array_equal(y.detach().numpy(), np.arange(6.0).reshape(2, 3).T)
+    (y * mt.tensor(np.arange(6.0).reshape(3, 2))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(6.0).reshape(3, 2).T)
+    for shape in [(), (4,)]:  # 0-d and 1-d: the tensor itself, as a view
+        v = mt.ones(shape)
+        assert v.t().shape == shape and v.t()._storage is v._storage
+    with pytest.raises(RuntimeError, match="t\\(\\) expects a tensor with <= 2 dimensions, but self is 3D"):
+        mt.ones(2, 3, 4).t()
