@@ -357,6 +357,10 @@ class Tensor(TensorBase):
 
     @property
     def mT(self) -> "Tensor":
+        """The last two dimensions swapped (a batch of matrices, each transposed), as a view."""
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got "
+                               f"{self.ndim}-D tensor.")
         return self.transpose(-2, -1)
 
     def t(self) -> "Tensor":

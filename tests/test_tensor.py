@@ -385,3 +385,10 @@ def test_t_transposes_a_matrix_as_a_view_and_refuses_more_dimensions():
         assert v.t().shape == shape and v.t()._storage is v._storage
     with pytest.raises(RuntimeError, match="t\\(\\) expects a tensor with <= 2 dimensions, but self is 3D"):
         mt.ones(2, 3, 4).t()
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_mT_of_fewer_than_two_dimensions_says_what_it_needs(shape):
+    with pytest.raises(RuntimeError, match=f"only supported on matrices or batches of matrices. Got {len(shape)}-D"):
+        mt.ones(shape).mT
+    assert mt.ones(2, 3, 4).mT.shape == (2, 4, 3)
