@@ -392,3 +392,27 @@ def test_mT_of_fewer_than_two_dimensions_says_what_it_needs(shape):
     with pytest.raises(RuntimeError, match=f"only supported on matrices or batches of matrices. Got {len(shape)}-D"):
         mt.ones(shape).mT
     assert mt.ones(2, 3, 4).mT.shape == (2, 4, 3)
+
+
+# the dtype PyTorch gives when joining two tensors: the higher kind (float > int > bool), the wider of that kind
+JOINED = [("int64", "float32", "float32"), ("int32", "float64", "float64"), ("bool", "int32", "int32"),
+          ("int32", "int64", "int64"), ("float32", "float64", "float64"), ("bool", "float32", "float32")]
+
+
+@pytest.mark.parametrize("a, b, want", JOINED)
+def test_cat_and_stack_promote_mixed_dtypes_as_pytorch_does(a, b, want):
+    x, y = mt.ones(2, dtype=getattr(mt, a)), mt.zeros(2, dtype=getattr(mt, b))
+    for joined in (mt.cat([x, y]), mt.stack([x, y]), mt.cat([y, x])):
+        assert joined.dtype == getattr(mt, want)
+    np.testing.assert_array_equal(mt.cat([x, y]).numpy(), [1, 1, 0, 0])
+
+
+def test_a_promoted_input_of_cat_gets_its_gradient_in_its_own_dtype():
+    x = mt.ones(2, requires_grad=True)  # float32
+    y = mt.ones(1, dtype=mt.float64, requires_grad=True)
+    z = mt.cat([x, y])
+    assert z.dtype == mt.float64
+    (z * mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)).sum().backward()
+    assert x.grad.dtype == mt.float32 and y.grad.dtype == mt.float64
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [3.0])
