@@ -492,3 +492,52 @@ def test_a_linear_without_its_weight_says_so():
     del lin.weight
     with pytest.raises(AttributeError, match="'Linear' object has no attribute 'weight'"):
         lin(mt.ones(1, 2))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("padding_idx, row", [(0, 0), (2, 2), (-1, 4)])
+def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient(sparse, padding_idx, row):
+    emb = nn.Embedding(5, 3, padding_idx=padding_idx, sparse=sparse, dtype=mt.float64)
+    assert emb.padding_idx == row and f"padding_idx={row}" in repr(emb)
+    np.testing.assert_array_equal(emb.weight.detach().numpy()[row], 0.0)
+    w = np.arange(15.0).reshape(5, 3)
+    with mt.no_grad():
+        emb.weight.copy_(mt.tensor(w))  # the padding row is read like any other row
+    idx = np.array([[0, 2, 2], [4, 0, 1]])
+    g = np.arange(18.0).reshape(2, 3, 3) + 1
+    out = emb(mt.tensor(idx))
+    np.testing.assert_array_equal(out.detach().numpy(), w[idx])
+    (out * mt.tensor(g)).sum().backward()
+    assert emb.weight.grad.is_sparse == sparse
+    want = np.zeros((5, 3))
+    np.add.at(want, idx, g)  # each row: the sum of the gradients of the positions that picked it
+    want[row] = 0  # ... except the padding row
+    got = emb.weight.grad.to_dense() if sparse else emb.weight.grad
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_embedding_padding_idx_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="Padding_idx must be within num_embeddings: got 5 for 5 rows"):
+        nn.Embedding(5, 3, padding_idx=5)
+    with pytest.raises(TypeError, match="padding_idx must be an int"):
+        nn.functional.embedding(mt.tensor([0]), mt.ones(5, 3), padding_idx=1.0)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("sparse", [False, True])
+def test_embedding_padding_idx_matches_pytorch(sparse):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+    idx = rng.integers(0, 6, (3, 5))
+    g = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    ours, theirs = nn.Embedding(6, 4, padding_idx=1, sparse=sparse), torch.nn.Embedding(6, 4, padding_idx=1, sparse=sparse)
+    with mt.no_grad():
+        ours.weight.copy_(mt.tensor(w))
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(w))
+    (ours(mt.tensor(idx)) * mt.tensor(g)).sum().backward()
+    (theirs(torch.tensor(idx)) * torch.tensor(g)).sum().backward()
+    a = ours.weight.grad.to_dense() if sparse else ours.weight.grad
+    b = theirs.weight.grad.to_dense() if sparse else theirs.weight.grad
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)

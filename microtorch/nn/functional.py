@@ -10,7 +10,7 @@ import numpy as np
 
 from ..creation import default_generator
 from ..functions import (cross_entropy, linear, log_softmax, mse_loss, nll_loss, relu, sigmoid,
-                         softmax, tanh)
+                         softmax, tanh, where)
 from ..tensor import Tensor
 
 __all__ = ["cross_entropy", "dropout", "embedding", "layer_norm", "linear", "log_softmax",
@@ -33,13 +33,15 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
     return x * Tensor._wrap((keep / (1.0 - p)).astype(x.dtype))
 
 
-def embedding(indices, weight: Tensor, sparse: bool = False) -> Tensor:
+def embedding(indices, weight: Tensor, padding_idx: int | None = None, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` picked by integer ``indices`` (any shape): out[..., :] = W[idx, :].
 
     It is integer-array indexing, so the gradient is a scatter-add: dL/dW[r] is the sum of
     the output gradients of every position that picked row r (a dense gradient of W's shape).
     With ``sparse=True`` that gradient is a sparse COO tensor holding only the picked rows
-    (:mod:`microtorch.sparse.embedding`), as in PyTorch.
+    (:mod:`microtorch.sparse.embedding`), as in PyTorch. ``padding_idx``: that row is read
+    like any other but gets no gradient (dL/dW[padding_idx] = 0), as in PyTorch — the row a
+    padded position looks up stays what it is.
     """
     idx = indices._data if isinstance(indices, Tensor) else np.asarray(indices)  # checked here only
     if idx.dtype.kind not in "iu":
@@ -50,11 +52,28 @@ def embedding(indices, weight: Tensor, sparse: bool = False) -> Tensor:
         bad = idx[(idx < 0) | (idx >= n)].flat[0]
         raise IndexError(f"embedding: index {int(bad)} is out of range for an embedding with "
                          f"{n} rows (valid: 0..{n - 1})")
+    if padding_idx is not None:
+        padding_idx = _padding_row(padding_idx, n)
     if sparse:
         from ..sparse.embedding import embedding as sparse_embedding
 
-        return sparse_embedding(idx, weight)
-    return weight[indices if isinstance(indices, Tensor) else idx]  # indexing saves a tensor's version
+        out = sparse_embedding(idx, weight)
+    else:
+        out = weight[indices if isinstance(indices, Tensor) else idx]  # indexing saves a tensor's version
+    if padding_idx is not None and (idx == padding_idx).any():
+        # the padded positions read a detached copy: the same numbers, no gradient to that row
+        out = where(Tensor._wrap(idx != padding_idx)[..., None], out, out.detach())
+    return out
+
+
+def _padding_row(padding_idx, n: int) -> int:
+    """``padding_idx`` as a row number 0..n−1 (a negative one counts from the end, as in PyTorch)."""
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
+        raise TypeError(f"embedding: padding_idx must be an int or None, got {type(padding_idx).__name__}")
+    if not -n <= padding_idx < n:
+        raise ValueError(f"Padding_idx must be within num_embeddings: got {padding_idx} for {n} rows "
+                         f"(valid: {-n}..{n - 1})")
+    return int(padding_idx) % n
 
 
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..creation import empty
+from ..grad_mode import no_grad
 from . import functional as F
 from . import init
 from .module import Module
@@ -49,24 +50,32 @@ class Embedding(Module):
     dense — a scatter-add of the output gradients into the picked rows — or, with
     ``sparse=True``, a sparse COO tensor of just those rows (``weight.grad.is_sparse``;
     optimize it with ``mt.optim.SGD`` or ``mt.optim.SparseAdam``; see :mod:`microtorch.sparse`).
+    ``padding_idx``: that row starts at zeros and never gets a gradient (the id of padding
+    in a batch of sequences of different lengths), as in PyTorch.
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=None, generator=None,
-                 sparse: bool = False):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 dtype=None, generator=None, sparse: bool = False):
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.padding_idx = None if padding_idx is None else F._padding_row(padding_idx, self.num_embeddings)
         self.sparse = bool(sparse)
         self.weight = Parameter(empty(self.num_embeddings, self.embedding_dim, dtype=dtype))
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None) -> None:
         init.normal_(self.weight, generator=generator)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight, sparse=self.sparse)
+        return F.embedding(indices, self.weight, self.padding_idx, sparse=self.sparse)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}" + (", sparse=True" if self.sparse else "")
+        return (f"{self.num_embeddings}, {self.embedding_dim}"
+                + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+                + (", sparse=True" if self.sparse else ""))
 
 
 class LayerNorm(Module):
