@@ -32,7 +32,6 @@ ALIGN_CASES = ([(n, 64) for n in (0, 1, 5, 63, 64, 65, 127, 128, 129, 1000, 4096
                + [(10 ** 9 + 7, 64), (2 ** 40 + 1, 4096)])
 
 
-@checker("align_up", blocks=_arena_blocks, suite="align_up")
 def check_align_up(fn) -> None:
     """``fn(n, alignment) -> int``: the smallest multiple of ``alignment`` (a power of two)
     that is ≥ ``n``. Checked against ceiling division, on fixed and random cases (the
@@ -72,6 +71,9 @@ def check_align_up(fn) -> None:
     _passed("check_align_up", len(cases))
 
 
+check_align_up = checker("align_up", blocks=_arena_blocks, suite="align_up")(check_align_up)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 2: bump allocation with alignment
 # ----------------------------------------------------------------------------------------------
@@ -101,7 +103,6 @@ def _random_sizes(r, count: int, most: int) -> list[int]:
     return [int(n) for n in r.integers(1, most, count)]
 
 
-@checker("bump_offsets", blocks=_arena_blocks)
 def check_bump_offsets(fn) -> None:
     """``fn(sizes, alignment) -> (offsets, padding)``: bump-allocate ``sizes`` (bytes, in
     order) from one chunk that starts at offset 0: each block starts at the top rounded up
@@ -162,6 +163,9 @@ def check_bump_offsets(fn) -> None:
     _passed("check_bump_offsets", len(cases))
 
 
+check_bump_offsets = checker("bump_offsets", blocks=_arena_blocks)(check_bump_offsets)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 3: chained growth
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +192,6 @@ def _reference_chunks(sizes, capacity, alignment, growth):
     return placed, chunks
 
 
-@checker("chunk_plan", blocks=_arena_blocks)
 def check_chunk_plan(fn) -> None:
     """``fn(sizes, capacity, alignment, growth) -> (placements, chunks)``: where an arena
     that starts with one chunk of ``capacity`` bytes (rounded up to ``alignment``) puts
@@ -260,6 +263,9 @@ def check_chunk_plan(fn) -> None:
     _passed("check_chunk_plan", len(cases))
 
 
+check_chunk_plan = checker("chunk_plan", blocks=_arena_blocks)(check_chunk_plan)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 4: a bump arena of your own (alignment, chained growth, reset, high water)
 # ----------------------------------------------------------------------------------------------
@@ -322,7 +328,6 @@ def _facts(arena) -> dict:
             "used": int(arena.used), "high_water": int(arena.high_water)}
 
 
-@checker("BumpArena", blocks=_bump_arena_blocks)
 def check_bump_arena(cls) -> None:
     """``cls(capacity, alignment, growth)``: a bump arena over chained chunks, with
     ``alloc(n) -> (chunk, offset)``, ``reset()``, and the attributes ``chunks`` (chunk sizes
@@ -402,3 +407,6 @@ def check_bump_arena(cls) -> None:
                 _fail(f"{where}\nyour arena's {key} is {have[key]}, but it should be {want_facts[key]}.\n{hint}")
             done.append(call)
     _passed("check_bump_arena", steps)
+
+
+check_bump_arena = checker("BumpArena", blocks=_bump_arena_blocks)(check_bump_arena)

@@ -190,7 +190,6 @@ def _consumer_edges(nodes) -> list:
     return [(u, v) for u in nodes for v in u.next if isinstance(v, Function)]
 
 
-@checker("topo_order", blocks=_walk_blocks, suite="topological_order")
 def check_topo_order(fn) -> None:
     """``fn(root) -> list of nodes``: every node reachable from ``root`` (the loss's
     ``grad_fn``), each once, consumers first: a node comes before every node it sends a
@@ -265,7 +264,9 @@ def check_topo_order(fn) -> None:
     _passed("check_topo_order", len(cases))
 
 
-@checker("dependency_counts", blocks=_walk_blocks, suite="dependency_counts")
+check_topo_order = checker("topo_order", blocks=_walk_blocks, suite="topological_order")(check_topo_order)
+
+
 def check_dependency_counts(fn) -> None:
     """``fn(root) -> {node: count}``: for each node reachable from ``root`` (the loss's
     ``grad_fn``), how many edges point at it, i.e. how many gradients it must receive
@@ -330,6 +331,9 @@ def check_dependency_counts(fn) -> None:
     _passed("check_dependency_counts", len(cases))
 
 
+check_dependency_counts = checker("dependency_counts", blocks=_walk_blocks, suite="dependency_counts")(check_dependency_counts)
+
+
 def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
@@ -376,7 +380,6 @@ def _gradient_blocks():
     return [(Tensor, "backward"), autograd.backward, autograd.grad, gradcheck]
 
 
-@checker("numerical_grad", blocks=_gradient_blocks)
 def check_numerical_grad(fn, eps: float = 1e-4) -> None:
     """``fn(f, x, eps) -> array shaped like x``: central differences
     ``(f(x + eps·eᵢ) − f(x − eps·eᵢ)) / 2eps`` for every element i of ``x``, where ``f``
@@ -425,6 +428,9 @@ def check_numerical_grad(fn, eps: float = 1e-4) -> None:
                     "and put that element's difference quotient at the same index of the result.")
         _fail(msg + hint)
     _passed("check_numerical_grad", len(cases))
+
+
+check_numerical_grad = checker("numerical_grad", blocks=_gradient_blocks)(check_numerical_grad)
 
 
 def _one_sided(f, x0: np.ndarray, eps: float) -> list[np.ndarray]:
@@ -480,7 +486,6 @@ def _lse_blocks():
     return blocks
 
 
-@checker("LogSumExp", blocks=_lse_blocks)
 def check_logsumexp(cls) -> None:
     """``cls``: a subclass of ``mt.Function`` whose ``cls.apply(x)`` is log Σⱼ exp(x[..., j])
     over the last dimension (the result has shape ``x.shape[:-1]``), with a backward. Checked:
@@ -557,3 +562,6 @@ def check_logsumexp(cls) -> None:
         _fail(f"{where}\nfor the upstream gradient g = {np.round(g0, 3).tolist()}, x.grad is\n"
               f"{np.round(got, 5).tolist()}\nbut it should be\n{np.round(want_grad, 5).tolist()}\n{hint}")
     _passed("check_logsumexp", len(cases))
+
+
+check_logsumexp = checker("LogSumExp", blocks=_lse_blocks)(check_logsumexp)

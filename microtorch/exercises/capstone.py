@@ -38,7 +38,6 @@ def _cases():
         yield budget, results
 
 
-@checker("choose_configuration")
 def check_choose_configuration(fn) -> None:
     """``fn(budget_bytes, results) -> name | None``: the fastest configuration whose measured
     peak is at most the budget (ties: the smaller peak), or None if none fits."""
@@ -65,6 +64,9 @@ def check_choose_configuration(fn) -> None:
         _fail(f"{where} {got!r} fits but takes {mine['step_ms']} ms; {want!r} fits too and takes "
               f"{results[want]['step_ms']} ms. Among the ones that fit, take the fastest (ties: the smaller peak).")
     _passed("check_choose_configuration", n)
+
+
+check_choose_configuration = checker("choose_configuration")(check_choose_configuration)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,7 +127,6 @@ def _peak_blocks():
     return [(Trace, "peak"), (Trace, "live_bytes"), (Trace, "lifetimes")]
 
 
-@checker("activation_peak", blocks=_peak_blocks)
 def check_activation_peak(fn) -> None:
     """``fn(trace) -> int``: the most bytes of storages tagged ``activation`` live at once, from
     the trace's ``alloc`` (``storage``, ``nbytes``, ``tag``) and ``free`` (``storage``) events. A
@@ -159,3 +160,6 @@ def check_activation_peak(fn) -> None:
                 "free (only for storages you saw allocated), and keep the largest sum.")
         _fail(f"for {what}: the peak of live activation bytes is {want:,}; you returned {got!r}: {hint}")
     _passed("check_activation_peak", len(cases))
+
+
+check_activation_peak = checker("activation_peak", blocks=_peak_blocks)(check_activation_peak)

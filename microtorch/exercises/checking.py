@@ -129,7 +129,11 @@ def checker(exercise: str | None = None, blocks=(), suite: str | None = None):
     targets, see :func:`switched_off`) while the learner's function runs, then (``suite``: a
     plug point of :mod:`.plugins`) runs a subset of the engine's own tests with ``fn``
     plugged into the engine, and remembers ``fn`` when all of it passes. ``exercise`` names
-    what the learner writes."""
+    what the learner writes.
+
+    The exercise modules apply it after the function, ``check_x = checker(...)(check_x)``,
+    not as ``@checker(...)``: mutmut (``make mutate``) leaves decorated functions unmutated,
+    and a checker's body is what the mutation run has to reach."""
     if callable(exercise):  # used bare, as @checker
         return checker()(exercise)
 

@@ -41,7 +41,6 @@ def reference_segments(n: int) -> list[tuple[int, int]]:
 SEGMENT_CASES = [1, 2, 3, 4, 7, 10, 15, 16, 17, 64]
 
 
-@checker("the √n segments", blocks=_schedule_blocks)
 def check_sqrt_segments(fn) -> None:
     """``fn(n)`` must return ``k = max(1, round(√n))`` consecutive half-open ranges
     ``(start, stop)`` covering layers ``0..n-1``, lengths differing by at most one, the
@@ -51,6 +50,9 @@ def check_sqrt_segments(fn) -> None:
     for n in cases:
         _check_segments_answer(n, _call(fn, f"For n = {n} layers,", n))
     _passed("check_sqrt_segments", len(cases))
+
+
+check_sqrt_segments = checker("the √n segments", blocks=_schedule_blocks)(check_sqrt_segments)
 
 
 def _check_segments_answer(n: int, got) -> None:
@@ -148,7 +150,6 @@ def _random_case(rng: random.Random):
     return layers, rng.randint(max(1, plain // 3), plain + 2)
 
 
-@checker("the chain's dynamic program", blocks=_schedule_blocks)
 def check_optimal_chain(fn, time_limit: float = 10.0) -> None:
     """``fn(chain, budget)`` must return the segments ``[(start, stop, checkpointed), ...]``
     of a schedule with the least recompute time whose predicted peak is ≤ budget, or None
@@ -180,6 +181,9 @@ def check_optimal_chain(fn, time_limit: float = 10.0) -> None:
     _check_chain_answer("For a 40-layer chain,", layers, budget, got, *LONG_OPTIMUM)
     print(f"(the 40-layer chain took your function {took:.2f} s)")
     _passed("check_optimal_chain", len(cases) + 1)
+
+
+check_optimal_chain = checker("the chain's dynamic program", blocks=_schedule_blocks)(check_optimal_chain)
 
 
 def _check_chain_answer(where, layers, budget, got, best_time=None, best_segs=None) -> None:

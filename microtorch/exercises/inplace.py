@@ -89,7 +89,6 @@ def _inputs(op: str, xs) -> np.ndarray:
     return np.concatenate([np.array(xs, dtype=np.float64), np.round(extra, 3)])
 
 
-@checker("derivative_from_output", blocks=_backward_blocks, suite="derivative_from_output")
 def check_derivative_from_output(fn) -> None:
     """``fn(op, z) -> array or None``: the derivative dz/dx of the unary ``op`` (one of
     ``"relu", "exp", "sigmoid", "tanh", "sqrt", "log", "neg", "square", "abs"``) written
@@ -139,6 +138,9 @@ def check_derivative_from_output(fn) -> None:
             hint = f"Hint: {why}."
         _fail(msg + hint)
     _passed("check_derivative_from_output", len(DERIVATIVE_OPS))
+
+
+check_derivative_from_output = checker("derivative_from_output", blocks=_backward_blocks, suite="derivative_from_output")(check_derivative_from_output)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -510,7 +512,6 @@ def _explain_safe(c: Candidate) -> str:
     return "; ".join(why)
 
 
-@checker("can_run_in_place", blocks=_plan_blocks)
 def check_inplace_safe(fn) -> None:
     """``fn(c) -> bool``: may the op run in place, writing into ``c.overwrites``? ``c`` is a
     :class:`Candidate` (print it to see its facts). Checked against the rule written out
@@ -541,3 +542,6 @@ def check_inplace_safe(fn) -> None:
             _fail(f"{where}\nyou said yes, but it must stay out of place: {_explain_refusal(c)}."
                   f"{facts}The plan: {d.reason}")
     _passed("check_inplace_safe", total)
+
+
+check_inplace_safe = checker("can_run_in_place", blocks=_plan_blocks)(check_inplace_safe)

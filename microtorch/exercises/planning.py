@@ -136,7 +136,6 @@ def _copy(blocks):
     return {b: {"use": set(v["use"]), "def": set(v["def"]), "succ": list(v["succ"])} for b, v in blocks.items()}
 
 
-@checker("the liveness solver", blocks=_planning_blocks)
 def check_block_liveness(fn) -> None:
     """``fn(blocks) -> (live_in, live_out)``: ``blocks`` maps each block's name to
     ``{"use": set, "def": set, "succ": [successor names]}`` (in program order; a block with no
@@ -178,6 +177,9 @@ def check_block_liveness(fn) -> None:
                 "Check both equations, and keep iterating over all blocks until nothing changes.")
         _fail(first_failure + "\n" + hint)
     _passed("check_block_liveness", len(cases))
+
+
+check_block_liveness = checker("the liveness solver", blocks=_planning_blocks)(check_block_liveness)
 
 
 def _show(blocks) -> str:
@@ -235,7 +237,6 @@ def _first_fit_cases():
     return stored + randomized
 
 
-@checker("first-fit", blocks=_planning_blocks)
 def check_first_fit(fn) -> None:
     """``fn(buffers) -> {name: offset}``: ``buffers`` is a list of ``(name, first, last, size)`` —
     live from instruction ``first`` to ``last`` inclusive, ``size`` bytes — in the order to place
@@ -278,6 +279,9 @@ def check_first_fit(fn) -> None:
                 "buffer, lowest first, and keep the first that overlaps none of them.")
         _fail(first_failure + "\n" + hint)
     _passed("check_first_fit", len(cases))
+
+
+check_first_fit = checker("first-fit", blocks=_planning_blocks)(check_first_fit)
 
 
 def _naive(buffers):
@@ -332,7 +336,6 @@ def _valid_program(where: str, p) -> None:
             _fail(f"{where} buffer {n!r} has size {size}; sizes are positive.")
 
 
-@checker("the two programs", blocks=_planning_blocks)
 def check_greedy_vs_first_fit(fn) -> None:
     """``fn() -> (greedy_wins, greedy_loses)``: two programs, each ``{name: (first, last, size)}``.
     In the first, greedy-by-size (largest first, lowest gap) must need a strictly smaller arena
@@ -359,3 +362,6 @@ def check_greedy_vs_first_fit(fn) -> None:
               "have packed below it — try buffers whose lifetimes chain so that first-fit reuses perfectly.")
     print(f"greedy-by-size wins {g_w} B vs first-fit's {ff_w} B, and loses {g_l} B vs {ff_l} B.")
     _passed("check_greedy_vs_first_fit", 2)
+
+
+check_greedy_vs_first_fit = checker("the two programs", blocks=_planning_blocks)(check_greedy_vs_first_fit)

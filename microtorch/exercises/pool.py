@@ -76,7 +76,6 @@ def greedy_classes(bound: float, step: int = 8) -> list[int]:
 SIZE_CLASS_BOUNDS = [0.25, 0.125, 0.2, 0.5, 0.3]
 
 
-@checker("size_classes_for", blocks=_design_blocks)
 def check_size_classes(fn) -> None:
     """``fn(bound) -> list of class sizes``: size classes for a pool serving every request
     from 64 B to 1 MiB so that rounding a request up to the smallest class ≥ it never wastes
@@ -139,6 +138,9 @@ def check_size_classes(fn) -> None:
     _passed("check_size_classes", len(bounds))
 
 
+check_size_classes = checker("size_classes_for", blocks=_design_blocks)(check_size_classes)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 2: which class serves a request?
 # ----------------------------------------------------------------------------------------------
@@ -151,7 +153,6 @@ def _class_of_cases():
     return [(n, m) for m in ms for n in ns]
 
 
-@checker("size_class_of", blocks=_pool_blocks, suite="size_class_of")
 def check_size_class_of(fn) -> None:
     """``fn(n, per_doubling) -> index or None``: the index, in
     ``mt.memory.size_classes(per_doubling=per_doubling)``, of the smallest class that can
@@ -200,6 +201,9 @@ def check_size_class_of(fn) -> None:
                     "its position in that list is the index.")
         _fail(msg + "\n" + hint)
     _passed("check_size_class_of", len(cases))
+
+
+check_size_class_of = checker("size_class_of", blocks=_pool_blocks, suite="size_class_of")(check_size_class_of)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -266,7 +270,6 @@ def _random_pool_programs(n: int) -> list:
     return out
 
 
-@checker("FreeListPool", blocks=_pool_blocks)
 def check_free_list_pool(cls) -> None:
     """``cls(per_doubling)``: a pool over ``mt.memory.size_classes(per_doubling=...)`` whose
     ``alloc(n)`` returns a block ``(class index, slot)`` — a freed block of that class if there
@@ -333,3 +336,6 @@ def check_free_list_pool(cls) -> None:
                 _fail(f"{where}\nyour pool's {key} is {have:,}, but it should be {getattr(ref, key):,}.\n{hint}")
             done.append(call)
     _passed("check_free_list_pool", steps)
+
+
+check_free_list_pool = checker("FreeListPool", blocks=_pool_blocks)(check_free_list_pool)

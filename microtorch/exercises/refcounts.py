@@ -184,7 +184,6 @@ def _refcount_blocks():
             (Tensor, "storage")]
 
 
-@checker("refcounts_after", blocks=_refcount_blocks)
 def check_refcounts(fn) -> None:
     """``fn(program) -> {name: refcount}``: after running ``program`` (a list of instructions
     such as ``("tensor", "a")``, ``("mul", "c", "a", "b")``, ``("del", "a")``,
@@ -229,6 +228,9 @@ def check_refcounts(fn) -> None:
                   f"you said {got[name]}. The engine's trace says it is held by: {held}.\n"
                   f"The last line ({INSTRUCTIONS[op][0].format(*args)}): {INSTRUCTIONS[op][1]}.")
     _passed("check_refcounts", n)
+
+
+check_refcounts = checker("refcounts_after", blocks=_refcount_blocks)(check_refcounts)
 
 
 def _indent(text: str) -> str:
@@ -309,7 +311,6 @@ def leaks_of(trace) -> set[int]:
     return {life.storage for life in trace.lifetimes() if life.death is None and not life.preexisting}
 
 
-@checker
 def check_leaked_storages(fn) -> None:
     """``fn(trace) -> set of storage ids``: the storages that got their bytes while the trace
     recorded (an ``alloc`` event) and never gave them back (no ``free`` event after it).
@@ -368,6 +369,9 @@ def check_leaked_storages(fn) -> None:
               "A storage leaks if its 'alloc' event has no 'free' event for the same storage id "
               "after it. Look at every 'alloc' event (tr.filter('alloc', 'free')).")
     _passed("check_leaked_storages", len(cases))
+
+
+check_leaked_storages = checker(check_leaked_storages)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -429,7 +433,6 @@ def _peak_blocks():
             (Trace, "state_at"), (Replay, "live_bytes"), (Replay, "peak")]
 
 
-@checker("peak_extra_bytes", blocks=_peak_blocks, suite="peak_extra_bytes")
 def check_peak_extra_bytes(fn) -> None:
     """``fn(trace) -> (peak, step)``: the most bytes live at any moment *beyond* what was
     live when recording started, and the step (the event's ``"step"``) where that peak is
@@ -475,3 +478,6 @@ def check_peak_extra_bytes(fn) -> None:
             hint = "Add each alloc's nbytes, subtract each free's, and keep the largest total seen."
         _fail(msg + "\n" + hint)
     _passed("check_peak_extra_bytes", len(cases))
+
+
+check_peak_extra_bytes = checker("peak_extra_bytes", blocks=_peak_blocks, suite="peak_extra_bytes")(check_peak_extra_bytes)

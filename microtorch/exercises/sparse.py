@@ -84,7 +84,6 @@ def _csr_cases():
         yield (f"random case ({m}×{k})",) + _random_pattern(r, int(m), int(k), int(r.integers(0, 20)), True) + ((int(m), int(k)),)
 
 
-@checker("the COO → CSR conversion", blocks=_sparse_blocks)
 def check_coo_to_csr(fn) -> None:
     """``fn(rows, cols, values, shape) -> (crow_indices, col_indices, values)``: convert a COO
     matrix whose positions are distinct but in any order into CSR — ``crow`` has
@@ -99,6 +98,9 @@ def check_coo_to_csr(fn) -> None:
         want = reference_csr(rows, cols, values, shape)
         _diagnose_csr(where, crow, ocols, ovals, want, rows, cols, values, shape)
     _passed("check_coo_to_csr", n)
+
+
+check_coo_to_csr = checker("the COO → CSR conversion", blocks=_sparse_blocks)(check_coo_to_csr)
 
 
 def _diagnose_csr(where, crow, cols, vals, want, rows, in_cols, in_vals, shape):
@@ -182,7 +184,6 @@ def _coalesce_cases():
         yield (f"random case ({m}×{k}, {rows.size} elements)", np.stack([rows, cols]), vals, (m, k))
 
 
-@checker("coalescing", blocks=_sparse_blocks)
 def check_coalesce(fn) -> None:
     """``fn(indices, values, shape) -> (indices, values)``: coalesce a COO matrix — positions
     sorted row-major (by row, then column), each once, holding the sum of its values
@@ -195,6 +196,9 @@ def check_coalesce(fn) -> None:
         widx, wvals = reference_coalesce(idx, vals, shape)
         _diagnose_coalesce(where, oidx, ovals, widx, wvals, idx, vals)
     _passed("check_coalesce", n)
+
+
+check_coalesce = checker("coalescing", blocks=_sparse_blocks)(check_coalesce)
 
 
 def _diagnose_coalesce(where, idx, vals, widx, wvals, in_idx, in_vals):
@@ -267,7 +271,6 @@ def _spmm_cases():
             r.standard_normal((k, n)), r.standard_normal((m, n)))
 
 
-@checker("the backward of sparse × dense", blocks=_sparse_blocks)
 def check_spmm_backward(fn) -> None:
     """``fn(rows, cols, values, D, G) -> (grad_values, grad_D)``: for out = S @ D with S the
     m × k matrix stored as (rows, cols, values) (repeats add up) and G = dL/d(out), return
@@ -281,6 +284,9 @@ def check_spmm_backward(fn) -> None:
         wv, wD = reference_spmm_backward(rows, cols, values, D, G)
         _diagnose_spmm(where, gv, gD, wv, wD, rows, cols, values, D, G)
     _passed("check_spmm_backward", n)
+
+
+check_spmm_backward = checker("the backward of sparse × dense", blocks=_sparse_blocks)(check_spmm_backward)
 
 
 def _diagnose_spmm(where, gv, gD, wv, wD, rows, cols, values, D, G):

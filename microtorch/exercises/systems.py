@@ -162,7 +162,6 @@ def _plans(rng, threads, steps):
             for _ in range(threads)]
 
 
-@checker("the thread cache", blocks=_thread_cache_blocks)
 def check_thread_cache(cache_cls) -> None:
     """``cache_cls(central, capacity, batch)``: one thread's cache of free blocks in front of a
     shared :class:`Central` free list, with ``alloc() -> block``, ``free(block)``, ``flush()``
@@ -202,6 +201,9 @@ def check_thread_cache(cache_cls) -> None:
     _passed("check_thread_cache", len(cases) + len(randomized))
 
 
+check_thread_cache = checker("the thread cache", blocks=_thread_cache_blocks)(check_thread_cache)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 2: a best-fit allocator for shapes that keep changing
 # ----------------------------------------------------------------------------------------------
@@ -238,7 +240,6 @@ def _fit_plan(rng, steps):
             else ("free", rng.randrange(10 ** 6)) for _ in range(steps)]
 
 
-@checker("the best-fit allocator", blocks=_best_fit_blocks)
 def check_best_fit(alloc_cls) -> None:
     """``alloc_cls(heap_bytes, round_to)`` with ``alloc(nbytes) -> offset`` (or ``None`` when
     no free block fits) and ``free(offset)``: requests rounded up to a multiple of
@@ -289,6 +290,9 @@ def check_best_fit(alloc_cls) -> None:
     _passed("check_best_fit", len(fixed) + len(randomized))
 
 
+check_best_fit = checker("the best-fit allocator", blocks=_best_fit_blocks)(check_best_fit)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 3: C = A × B on two sockets (the article's exercise 4)
 # ----------------------------------------------------------------------------------------------
@@ -320,7 +324,6 @@ def _cost(m, k, n, layout, t, itemsize=4, tile_rows=1000):
     return worst + copy, memory
 
 
-@checker("the layout's cost reasoning", blocks=_numa_blocks)
 def check_numa_layout(fn) -> None:
     """``fn(m, k, n, topology) -> {"A": ..., "B": ..., "C": ...}``: where to put the operands of
     C[m,n] = A[m,k] × B[k,n] (float32) on two sockets that each compute half the rows of C
@@ -366,3 +369,6 @@ def check_numa_layout(fn) -> None:
                   f"Each socket reads its rows of A once and B {reads} time(s); count the remote bytes "
                   "of each choice (remote reads are slower), and the one-time copy replication costs.")
     _passed("check_numa_layout", len(cases) + len(randomized))
+
+
+check_numa_layout = checker("the layout's cost reasoning", blocks=_numa_blocks)(check_numa_layout)

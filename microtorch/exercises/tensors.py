@@ -34,7 +34,6 @@ def _numpy_strides(shape) -> tuple[int, ...]:
     return tuple(s // a.itemsize for s in a.strides)
 
 
-@checker("contiguous_strides", blocks=_strides_blocks)
 def check_strides(fn) -> None:
     """``fn(shape) -> strides``: the strides (in elements) of a contiguous tensor of ``shape``.
 
@@ -71,6 +70,9 @@ def check_strides(fn) -> None:
     _passed("check_strides", len(cases))
 
 
+check_strides = checker("contiguous_strides", blocks=_strides_blocks)(check_strides)
+
+
 # ---------------------------------------------------------------------------------------------
 def _offset_cases():
     base = arange(60, dtype="float64").reshape(3, 4, 5)  # element k of the storage holds the value k
@@ -102,7 +104,6 @@ def _offset_blocks():
     return [_address, (Layout, "addresses"), as_strided, (Tensor, "as_strided")]
 
 
-@checker("element_offset", blocks=_offset_blocks)
 def check_element_offset(fn) -> None:
     """``fn(index, strides, offset) -> position``: where element ``index`` of a view lives in
     its storage. Checked against the engine's bytes: views of ``x = mt.arange(60.).reshape(3,
@@ -133,6 +134,9 @@ def check_element_offset(fn) -> None:
                 hint = "position = offset + sum over d of index[d] * strides[d]."
             _fail(msg + "\n" + hint)
     _passed("check_element_offset", n)
+
+
+check_element_offset = checker("element_offset", blocks=_offset_blocks)(check_element_offset)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +171,6 @@ def _unbroadcast_blocks():
     return [unbroadcast]
 
 
-@checker("unbroadcast", blocks=_unbroadcast_blocks, suite="unbroadcast")
 def check_unbroadcast(fn) -> None:
     """``fn(g, shape) -> gradient of shape``: sum the gradient ``g`` (shaped like the op's
     output) back to an operand's ``shape``. Checked against a numpy sum over the copies,
@@ -211,6 +214,9 @@ def check_unbroadcast(fn) -> None:
             hint = "Right shape, wrong numbers: sum (do not pick one slice) over the broadcast dimensions."
         _fail(f"{where} you returned\n{got_a}\nbut the engine's gradient is\n{want}\n{hint}")
     _passed("check_unbroadcast", len(cases))
+
+
+check_unbroadcast = checker("unbroadcast", blocks=_unbroadcast_blocks, suite="unbroadcast")(check_unbroadcast)
 
 
 
@@ -267,7 +273,6 @@ def _layout_blocks():
     return [shape_ops.index, as_strided, (Tensor, "as_strided"), (Tensor, "__getitem__")]
 
 
-@checker("slice_layout", blocks=_layout_blocks)
 def check_slice_layout(fn) -> None:
     """``fn(shape, strides, offset, key) -> (shape, strides, offset)``: the layout of the view
     ``x[key]`` of a tensor with that layout, ``key`` a tuple of ints and slices (basic
@@ -308,3 +313,6 @@ def check_slice_layout(fn) -> None:
                     "dimensions (an int index counts as its start)" + (", even for a dimension an int removes." if ints else "."))
         _fail(msg + "\n" + hint)
     _passed("check_slice_layout", len(cases))
+
+
+check_slice_layout = checker("slice_layout", blocks=_layout_blocks)(check_slice_layout)

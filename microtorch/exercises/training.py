@@ -72,7 +72,6 @@ def _random_momentum_cases(n: int) -> list:
              float(r.choice([0.0, 0.0, 0.01, 0.2])), int(r.integers(1, 6))) for k in range(n)]
 
 
-@checker("sgd_momentum_step", blocks=_sgd_blocks, suite="sgd_momentum_step")
 def check_momentum_update(fn) -> None:
     """``fn(p, g, buf, step, lr, momentum, dampening, weight_decay)``: one step of SGD with
     momentum, PyTorch's formula, written **in place** into the numpy arrays ``p`` (the flat
@@ -114,6 +113,9 @@ def check_momentum_update(fn) -> None:
                 msg += f"buf is     {_fmt(buf)}\nbut SGD's  {_fmt(want_buf)}\n"
             _fail(msg + _momentum_hint(p0, grads, k, p, buf, lr, mu, damp, wd, before_p))
     _passed("check_momentum_update", len(cases))
+
+
+check_momentum_update = checker("sgd_momentum_step", blocks=_sgd_blocks, suite="sgd_momentum_step")(check_momentum_update)
 
 
 def _momentum_hint(p0, grads, k, p, buf, lr, mu, damp, wd, before_p) -> str:
@@ -182,7 +184,6 @@ def _numpy_clip(arrays, max_norm):
     return total, [a * coef if coef < 1 else a.copy() for a in arrays]
 
 
-@checker("clip_grad_norm", blocks=_clip_blocks)
 def check_clip_grad_norm(fn) -> None:
     """``fn(grads, max_norm) -> total_norm``: ``grads`` is a list of numpy arrays, views of
     ONE flat gradient buffer (as the engine's ``p.grad``\\ s are). Return the norm of all of
@@ -264,6 +265,9 @@ def check_clip_grad_norm(fn) -> None:
     _passed("check_clip_grad_norm", len(cases))
 
 
+check_clip_grad_norm = checker("clip_grad_norm", blocks=_clip_blocks)(check_clip_grad_norm)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 3: one Adam / AdamW step over flat buffers
 # ----------------------------------------------------------------------------------------------
@@ -307,7 +311,6 @@ def _adam_blocks():
     return [(Adam, "_update"), (Adam, "__init__"), (AdamW, "__init__"), (Optimizer, "step")]
 
 
-@checker("adam_step", blocks=_adam_blocks, suite="adam_step")
 def check_adam_step(fn) -> None:
     """``fn(p, g, m, v, vmax, step, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad)``:
     one step of Adam (``decoupled=False``) or AdamW (``decoupled=True``), PyTorch's formulas,
@@ -340,6 +343,9 @@ def check_adam_step(fn) -> None:
             hint = _adam_hint(p0, grads, k, p, m, v, want_m, want_v, lr, b1, b2, eps, wd, dec, ams)
             _fail(msg + hint)
     _passed("check_adam_step", len(cases))
+
+
+check_adam_step = checker("adam_step", blocks=_adam_blocks, suite="adam_step")(check_adam_step)
 
 
 def _adam_hint(p0, grads, k, p, m, v, want_m, want_v, lr, b1, b2, eps, wd, dec, ams) -> str:

@@ -100,7 +100,6 @@ def _big():
     return arange(64.0)
 
 
-@checker("extent", blocks=_view_blocks, suite="extent")
 def check_extent(fn) -> None:
     """``fn(offset, shape, strides) -> (lo, hi)``: the lowest and the highest storage position
     (elements, both inclusive) a view reads. Checked on
@@ -160,6 +159,9 @@ def check_extent(fn) -> None:
     _passed("check_extent", len(cases))
 
 
+check_extent = checker("extent", blocks=_view_blocks, suite="extent")(check_extent)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 2: do two views share an element?
 # ----------------------------------------------------------------------------------------------
@@ -183,7 +185,6 @@ def _alias_cases():
     ] + [a + b for a, b in zip(*[iter(_random_views(_big(), 60 if hidden() else 16))] * 2)]
 
 
-@checker("shares_element", blocks=_view_blocks)
 def check_alias_by_strides(fn) -> None:
     """``fn(a, b) -> bool``: do two views of one storage read at least one common storage
     position? Each of ``a`` and ``b`` is ``(offset, shape, strides)``. Checked against the
@@ -238,6 +239,9 @@ def check_alias_by_strides(fn) -> None:
     _passed("check_alias_by_strides", len(cases))
 
 
+check_alias_by_strides = checker("shares_element", blocks=_view_blocks)(check_alias_by_strides)
+
+
 def _some_positions(p: np.ndarray, most: int = 12) -> str:
     """The distinct positions in ``p``, the first ``most`` of them, as words."""
     u = np.unique(p)
@@ -281,7 +285,6 @@ def _reference_windows(length: int, stride: int, size: int, step: int):
     return (count, size), (step * stride, stride)
 
 
-@checker("windows", blocks=_view_blocks)
 def check_windows(fn) -> None:
     """``fn(length, stride, size, step) -> (shape, strides)``: the layout of the sliding
     windows of a 1-D signal of ``length`` elements that sit ``stride`` storage positions apart:
@@ -347,6 +350,9 @@ def check_windows(fn) -> None:
     _passed("check_windows", len(cases))
 
 
+check_windows = checker("windows", blocks=_view_blocks)(check_windows)
+
+
 # ----------------------------------------------------------------------------------------------
 # Exercise 4: when can a view be reshaped without copying? (the strides of the new view)
 # ----------------------------------------------------------------------------------------------
@@ -405,7 +411,6 @@ def _view_blocks():
     return blocks
 
 
-@checker("view_strides", blocks=_view_blocks)
 def check_view_strides(fn) -> None:
     """``fn(shape, strides, new_shape) -> strides or None``: the strides of a view of
     ``new_shape`` over the same elements (in the same row-major order) as the view
@@ -453,3 +458,6 @@ def check_view_strides(fn) -> None:
               f"{_positions_of(new_shape, got)[:12].tolist()}…, but the view's elements are at "
               f"{_positions_of(shape, strides)[:12].tolist()}… (numpy gives strides {want}).\n{hint}")
     _passed("check_view_strides", len(cases))
+
+
+check_view_strides = checker("view_strides", blocks=_view_blocks)(check_view_strides)
