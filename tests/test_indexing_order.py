@@ -134,3 +134,20 @@ def test_getitem_and_setitem_agree_with_pytorch_on_random_keys():
             np.testing.assert_array_equal(a.numpy(), b.numpy())
         checked += 1
     assert checked > 150
+
+
+def test_a_values_leading_size_one_dims_are_dropped_before_it_is_written():
+    # PyTorch's rule for t[key] = v: v of shape (1, 2) fills a (2,) slot, (1, 1, 2, 4) two (4,) rows
+    t = mt.zeros(2)
+    t[...] = mt.tensor([[1.0, 2.0]])
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
+    x = mt.zeros(3, 4, requires_grad=True)
+    v = mt.tensor(np.arange(8.0).reshape(1, 1, 2, 4), requires_grad=True)
+    y = x * 1
+    y[[0, 2]] = v
+    np.testing.assert_array_equal(y.detach().numpy()[[0, 2]], np.arange(8.0).reshape(2, 4))
+    y.sum().backward()
+    assert v.grad.shape == (1, 1, 2, 4)
+    np.testing.assert_array_equal(v.grad.numpy(), np.ones((1, 1, 2, 4)))
+    with pytest.raises(RuntimeError, match="copy_"):  # only leading ones go: (2, 1) is not (2,)
+        mt.zeros(2)[...] = mt.zeros(2, 1)

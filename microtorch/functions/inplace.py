@@ -279,6 +279,12 @@ def setitem(t: Tensor, key, value) -> None:
     if split is not None:  # PyTorch's order: into the integers' view, at the rest of the key
         setitem(t[split[0]], split[1], value)
         return
+    if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
+        # PyTorch drops a value's leading size-1 dims first: t[...] = v of shape (1, n) fills a t of shape (n,)
+        sizes = list(value.shape)
+        while sizes and sizes[0] == 1:
+            sizes.pop(0)
+        value = value.reshape(sizes)
     index_tensors, key = _index_tensors(key), _index_key(key)
     if _is_advanced(key):
         if not isinstance(value, Tensor):
