@@ -48,3 +48,69 @@ def test_index_put_backward_gathers_v_only_when_v_needs_a_gradient():
     ops = backward_ops(x.sum())
     assert "Index" not in ops, ops
     assert w.grad.tolist() == [1.0, 0.0, 1.0]
+
+
+# -- inplace_ops.Copy_, Div_ --------------------------------------------------------------------
+def test_copy_of_a_constant_sends_zeros_back_and_computes_nothing_for_the_constant():
+    """x ← src with src a broadcast float32 constant: dL/dw = 0 (x was overwritten); src's
+    gradient (a Sum down to [3], a cast to float32) would be work no one reads."""
+    w = T(np.zeros((2, 3)), requires_grad=True)
+    x = w.clone()
+    x.copy_(mt.tensor([1.0, 2.0, 3.0], dtype=mt.float32))
+    assert x.dtype == mt.float64 and x.tolist() == [[1.0, 2.0, 3.0]] * 2
+    ops = backward_ops(x.sum())
+    assert "Sum" not in ops and "Cast" not in ops, ops
+    assert w.grad.tolist() == [[0.0] * 3] * 2
+
+
+@pytest.mark.parametrize("x_dtype, src_dtype", [(mt.float64, mt.float32), (mt.float32, mt.float64),
+                                                (mt.float64, mt.float64)])
+def test_copy_sends_src_its_gradient_summed_and_in_its_own_dtype(x_dtype, src_dtype):
+    """x (2, 3) ← src (3,): dL/dsrc = Σ_rows c for L = Σ c·x (worked by hand: [5, 7, 9]), in
+    src's dtype, whatever x's is (PyTorch: a gradient has its input's dtype)."""
+    w = mt.tensor(np.zeros((2, 3)), dtype=x_dtype, requires_grad=True)
+    src = mt.tensor([1.0, 2.0, 3.0], dtype=src_dtype, requires_grad=True)
+    x = w.clone()
+    x.copy_(src)
+    (x * mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=x_dtype)).sum().backward()
+    assert src.grad.dtype == src_dtype and src.grad.tolist() == [5.0, 7.0, 9.0]
+    assert w.grad.dtype == x_dtype and w.grad.tolist() == [[0.0] * 3] * 2
+
+
+def test_div_in_place_of_a_constant_by_a_tensor_computes_only_the_divisors_gradient():
+    """x ← x / o with x = [6, 8] a constant, o = [2, 4]: dL/do = −x_old / o² = [−1.5, −0.5]
+    (L = Σ x). The only quotient backward needs is that one; g / o (x's gradient) is not."""
+    x = T([6.0, 8.0])
+    o = T([2.0, 4.0], requires_grad=True)
+    x.div_(o)
+    assert x.tolist() == [3.0, 2.0]
+    ops = backward_ops(x.sum())
+    assert ops.count("Div") == 1, ops
+    assert o.grad.tolist() == [-1.5, -0.5]
+
+
+# -- inplace.sub_, div_: the refusals -------------------------------------------------------------
+@pytest.mark.parametrize("other", [1, 2.5, mt.tensor([1, 0])], ids=["int", "float", "int-tensor"])
+def test_sub_in_place_on_a_bool_tensor_gives_pytorchs_bool_message(other):
+    t = mt.tensor([True, False])
+    with pytest.raises(RuntimeError, match=r"^Subtraction, the `-` operator, with a bool tensor is not supported"):
+        t.sub_(other)
+    assert t.tolist() == [True, False]
+
+
+def test_sub_in_place_refuses_a_float_alpha_for_an_integer_tensor():
+    """alpha = 2.0 is a float, even though it equals 2: t − 2.0·o is a float result."""
+    for alpha in (2.0, 1.5):
+        t = mt.tensor([5, 6])
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+            t.sub_(1, alpha=alpha)
+        assert t.tolist() == [5, 6]
+    t = mt.tensor([5, 6])
+    t.sub_(1, alpha=2)
+    assert t.tolist() == [3, 4]
+
+
+def test_div_in_place_refuses_a_non_number_with_a_type_error_even_on_an_integer_tensor():
+    for t in (mt.tensor([1, 2]), mt.tensor([1.0, 2.0])):
+        with pytest.raises(TypeError, match="in-place ops take tensors or real numbers, got str"):
+            t.div_("a")
