@@ -114,3 +114,59 @@ def test_div_in_place_refuses_a_non_number_with_a_type_error_even_on_an_integer_
     for t in (mt.tensor([1, 2]), mt.tensor([1.0, 2.0])):
         with pytest.raises(TypeError, match="in-place ops take tensors or real numbers, got str"):
             t.div_("a")
+
+
+def test_copy_of_python_numbers_keeps_the_tensors_precision():
+    """A list src is made a tensor of t's dtype: 0.1 into float64 stays the double 0.1 (not
+    float32's 0.10000000149…), 2⁵³ + 1 into int64 stays exact."""
+    x = mt.zeros(3, dtype=mt.float64)
+    x.copy_([0.1, 0.2, 0.3])
+    assert x.tolist() == [0.1, 0.2, 0.3]
+    n = mt.zeros(2, dtype=mt.int64)
+    n.copy_([2 ** 53 + 1, -7])
+    assert n.tolist() == [2 ** 53 + 1, -7]
+
+
+def test_copy_names_itself_when_src_does_not_broadcast():
+    with pytest.raises(RuntimeError, match=r"^copy_: output with shape \[2, 3\] doesn't match the broadcast shape"):
+        mt.zeros(2, 3).copy_(mt.ones(2, 2))
+
+
+def test_mul_in_place_by_a_constant_tensor_sends_x_the_operand_as_its_gradient():
+    """x = w.clone(), x ← x · o with o = [2, 3] a constant: dL/dw = o (L = Σ x)."""
+    w = T([1.0, 1.0], requires_grad=True)
+    x = w.clone()
+    x.mul_(T([2.0, 3.0]))
+    x.sum().backward()
+    assert w.grad is not None and w.grad.tolist() == [2.0, 3.0]
+
+
+def test_mul_in_place_of_a_constant_by_a_tensor_computes_only_the_operands_gradient():
+    """x = [6, 8] a constant, x ← x · o: dL/do = x_old = [6, 8]; the one product backward
+    needs is g · x_old (g · o, x's gradient, is not needed)."""
+    x = T([6.0, 8.0])
+    o = T([2.0, 4.0], requires_grad=True)
+    x.mul_(o)
+    ops = backward_ops(x.sum())
+    assert ops.count("Mul") == 1, ops
+    assert o.grad.tolist() == [6.0, 8.0]
+
+
+def test_mul_in_place_by_a_constant_tensor_needs_no_old_values():
+    """o needs no gradient, so x's old values are not kept (PyTorch keeps them only for o's
+    gradient): backward must not look for them."""
+    w = T([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    x = w.clone()
+    x.mul_(T([10.0, 100.0]))
+    (x * T([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    assert w.grad.tolist() == [[10.0, 200.0], [30.0, 400.0]]
+
+
+# -- shape.View -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(3,), (2, 1), (1, 3, 1)])
+def test_view_to_a_smaller_size_is_a_size_error_even_when_it_divides_the_size(shape):
+    """Without a -1 the sizes must multiply to the 6 elements exactly; 3 and 2 divide 6
+    but are not 6: PyTorch's "shape '[3]' is invalid for input of size 6", not the stride error."""
+    x = mt.arange(6.0)
+    with pytest.raises(RuntimeError, match=rf"^shape '\[{', '.join(map(str, shape))}\]' is invalid for input of size 6"):
+        x.view(*shape)
