@@ -170,3 +170,66 @@ def test_view_to_a_smaller_size_is_a_size_error_even_when_it_divides_the_size(sh
     x = mt.arange(6.0)
     with pytest.raises(RuntimeError, match=rf"^shape '\[{', '.join(map(str, shape))}\]' is invalid for input of size 6"):
         x.view(*shape)
+
+
+# -- linalg.Linear: the bias gradient --------------------------------------------------------------
+def _linear_leaves(x_shape, rng=np.random.default_rng(4)):
+    return (T(rng.standard_normal(x_shape), requires_grad=True), T(rng.standard_normal((2, 3)), requires_grad=True),
+            T(rng.standard_normal(2), requires_grad=True))
+
+
+@pytest.mark.parametrize("x_shape", [(3,), (4, 3), (2, 4, 3)])
+def test_linear_bias_gradient_with_create_graph_is_one_sum_over_the_rows_or_g_itself(x_shape):
+    """dL/db = G summed over every row dimension (docstring): with L = Σ y, the number of
+    rows, for each of the 2 outputs. A 1-D x has one row: G itself, no Sum; otherwise one Sum
+    of G's leading dimensions and nothing more (no Reshape)."""
+    x, W, b = _linear_leaves(x_shape)
+    y = F.linear(x, W, b)
+    with mt.trace() as tr:
+        gb, = mt.autograd.grad(y.sum(), [b], create_graph=True)
+    ops = [e["op"] for e in tr.filter("op")]
+    rows = int(np.prod(x_shape[:-1]))
+    assert gb.shape == (2,) and gb.tolist() == [float(rows)] * 2
+    tail = ops[len(ops) - 1 - ops[::-1].index("Matmul") + 1:]  # after the weight's product
+    assert tail == ([] if len(x_shape) == 1 else ["Sum"]), ops
+
+
+def test_linear_bias_gradient_of_a_1d_input_costs_only_its_grad_block():
+    """Without create_graph (numpy_backward): for a 1-D x, dL/db is g itself, so a layer
+    with a bias allocates in backward exactly one b-sized block (b.grad) more than without."""
+    def alloc_sizes(with_bias):
+        x = T([1.0, 2.0, 3.0], requires_grad=True)
+        W = T(np.ones((2, 3)), requires_grad=True)
+        b = T([0.5, -0.5], requires_grad=True) if with_bias else None
+        loss = F.linear(x, W, b).sum()
+        with mt.trace() as tr:
+            loss.backward()
+        if with_bias:
+            assert b.grad.tolist() == [1.0, 1.0]
+        return sorted(e["nbytes"] for e in tr.events if e["kind"] == "alloc")
+    with_bias, without = alloc_sizes(True), alloc_sizes(False)
+    assert sorted(without + [16]) == with_bias, (with_bias, without)
+
+
+# -- elementwise.Abs --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float16])
+def test_abs_gradient_keeps_the_inputs_dtype(dtype):
+    """d|x|/dx = sign(x): [−1, 0, 1] at [−2, 0, 3], in x's own dtype (not float64)."""
+    x = mt.tensor([-2.0, 0.0, 3.0], dtype=dtype, requires_grad=True)
+    x.abs().sum().backward()
+    assert x.grad.dtype == dtype and x.grad.tolist() == [-1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_of_a_batch_of_sequences_is_exactly_linear_of_its_rows(dtype):
+    """y = x Wᵀ for x (5, 7, 64) is one product over the 35 flattened rows (docstring), so
+    it equals, bit for bit, linear of the rows as a (35, 64) matrix (a batched matmul sums
+    in another order: it differs in the last bits)."""
+    rng = np.random.default_rng(7)
+    x = mt.tensor(rng.standard_normal((5, 7, 64)).astype(dtype))
+    W = mt.tensor(rng.standard_normal((33, 64)).astype(dtype))
+    b = mt.tensor(rng.standard_normal(33).astype(dtype))
+    rows = F.linear(x.reshape(35, 64), W, b).numpy().reshape(5, 7, 33)
+    np.testing.assert_array_equal(F.linear(x, W, b).numpy(), rows)
+    np.testing.assert_allclose(rows, x.numpy() @ W.numpy().T + b.numpy(), rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
