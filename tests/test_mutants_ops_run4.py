@@ -233,3 +233,54 @@ def test_linear_of_a_batch_of_sequences_is_exactly_linear_of_its_rows(dtype):
     np.testing.assert_array_equal(F.linear(x, W, b).numpy(), rows)
     np.testing.assert_allclose(rows, x.numpy() @ W.numpy().T + b.numpy(), rtol=1e-4 if dtype == np.float32 else 1e-12,
                                atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+# -- inplace.add_, inplace_ops.Add_, _zeros_like ------------------------------------------------------
+def test_add_in_place_refuses_a_float_alpha_for_an_integer_tensor():
+    t = mt.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        t.add_(1, alpha=0.5)
+    assert t.tolist() == [1, 2]  # refused before any byte was written
+
+
+@pytest.mark.parametrize("alpha", [1, 2, -3.0])
+def test_add_in_place_sends_the_operand_alpha_times_the_gradient(alpha):
+    """x ← x + α·o: dL/dx = 1, dL/do = α (L = Σ x); for α = 1 the gradient is g itself, no
+    product."""
+    w = T([1.0, 2.0], requires_grad=True)
+    o = T([10.0, 20.0], requires_grad=True)
+    x = w.clone()
+    x.add_(o, alpha=alpha)
+    assert x.tolist() == [1.0 + alpha * 10.0, 2.0 + alpha * 20.0]
+    ops = backward_ops(x.sum())
+    assert o.grad.tolist() == [float(alpha)] * 2 and w.grad.tolist() == [1.0, 1.0]
+    if alpha == 1:
+        assert "Mul" not in ops, ops
+
+
+@pytest.mark.parametrize("write", ["fill_", "zero_", "copy_"])
+def test_overwriting_in_place_sends_zeros_in_the_tensors_own_dtype(write):
+    """x overwritten: dL/dw = 0, in w's dtype (float32 and float16, not numpy's float64)."""
+    for dtype in (mt.float32, mt.float16):
+        w = mt.tensor([1.0, 2.0, 3.0], dtype=dtype, requires_grad=True)
+        x = w.clone()
+        {"fill_": lambda: x.fill_(7.0), "zero_": lambda: x.zero_(),
+         "copy_": lambda: x.copy_(mt.tensor([4.0, 5.0, 6.0], dtype=dtype))}[write]()
+        x.sum().backward()
+        assert w.grad.dtype == dtype and w.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+# -- shape.stack, Cat ---------------------------------------------------------------------------------
+def test_stack_and_cat_name_themselves_when_the_dim_is_out_of_range():
+    with pytest.raises(IndexError, match=r"^stack: dimension 3 is out of range for a tensor with 2 dimension"):
+        mt.stack([mt.ones(2), mt.ones(2)], dim=3)
+    with pytest.raises(IndexError, match=r"^cat: dimension 2 is out of range for a tensor with 1 dimension"):
+        mt.cat([mt.ones(2), mt.ones(2)], dim=2)
+
+
+def test_stack_of_a_single_tensor_adds_the_new_dimension():
+    x = T([1.0, 2.0], requires_grad=True)
+    for dim, shape in ((0, (1, 2)), (-1, (2, 1)), (1, (2, 1))):
+        assert F.stack([x], dim=dim).shape == shape
+    F.stack([x], dim=-1).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
