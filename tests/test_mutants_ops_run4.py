@@ -284,3 +284,21 @@ def test_stack_of_a_single_tensor_adds_the_new_dimension():
         assert F.stack([x], dim=dim).shape == shape
     F.stack([x], dim=-1).sum().backward()
     assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_cat_of_a_single_tensor_is_a_copy_and_zero_d_tensors_are_refused_by_cat():
+    x = T([1.0, 2.0], requires_grad=True)
+    y = F.cat([x])
+    assert y.tolist() == [1.0, 2.0] and y._storage is not x._storage
+    (y * T([3.0, 4.0])).sum().backward()
+    assert x.grad.tolist() == [3.0, 4.0]
+    with pytest.raises(RuntimeError, match="^cat: "):  # PyTorch: zero-dimensional tensors cannot be concatenated
+        F.cat([mt.tensor(1.0), mt.tensor(2.0)])
+
+
+# -- elementwise: floor_divide and remainder name themselves ---------------------------------------------
+@pytest.mark.parametrize("op, name", [(lambda a, b: a // b, "floor_divide"), (lambda a, b: a % b, "remainder")],
+                         ids=["floor_divide", "remainder"])
+def test_floor_divide_and_remainder_name_themselves_in_a_broadcast_error(op, name):
+    with pytest.raises(RuntimeError, match=rf"^{name}: shapes \[2\] and \[3\] cannot be broadcast together"):
+        op(mt.ones(2), mt.ones(3))
