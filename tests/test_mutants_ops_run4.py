@@ -302,3 +302,93 @@ def test_cat_of_a_single_tensor_is_a_copy_and_zero_d_tensors_are_refused_by_cat(
 def test_floor_divide_and_remainder_name_themselves_in_a_broadcast_error(op, name):
     with pytest.raises(RuntimeError, match=rf"^{name}: shapes \[2\] and \[3\] cannot be broadcast together"):
         op(mt.ones(2), mt.ones(3))
+
+
+# -- inplace._inplace / _region: a view reaching outside its base ------------------------------------
+def _view_outside_its_base():
+    """d = w[1:3].detach() is a base (no _base) whose elements are storage elements 1, 2;
+    an as_strided view of it at storage offset 0 reaches element 0, which is not d's."""
+    w = mt.arange(4.0, dtype=mt.float64)
+    v = w[1:3].detach().as_strided((2,), (1,), 0)
+    return w, v
+
+
+def test_an_in_place_write_into_a_view_reaching_outside_its_base_is_refused():
+    w, v = _view_outside_its_base()
+    with pytest.raises(RuntimeError, match="in-place write into a view that reaches outside its base's elements"):
+        v.add_(T([1.0, 1.0], requires_grad=True))
+
+
+def test_a_refused_write_into_a_view_reaching_outside_its_base_leaves_the_bytes_unchanged():
+    # (the refusal came after the write: w was [1, 2, 2, 3] and its version bumped)
+    w, v = _view_outside_its_base()
+    version = w._storage.version
+    with pytest.raises(RuntimeError, match="reaches outside its base's elements"):
+        v.add_(T([1.0, 1.0], requires_grad=True))
+    assert w.tolist() == [0.0, 1.0, 2.0, 3.0] and w._storage.version == version
+
+
+# -- inplace._set_history: retained gradients -----------------------------------------------------------
+def test_an_in_place_write_does_not_make_a_tensor_retain_its_gradient():
+    """A non-leaf that never called retain_grad() has no .grad after backward (PyTorch), also
+    after an in-place write gave it a new history."""
+    w = T([1.0, 2.0], requires_grad=True)
+    y = w * 1
+    y.mul_(2)
+    y.sum().backward()
+    assert y.grad is None and w.grad.tolist() == [2.0, 2.0]
+
+
+def test_an_in_place_write_into_a_detached_tensor_that_retained_its_gradient():
+    """y.retain_grad(), then y.detach_() (no history left), then y ← y · o with o requiring
+    grad: dL/do = y's old values [1, 2] (L = Σ y)."""
+    w = T([1.0, 2.0], requires_grad=True)
+    y = w * 1
+    y.retain_grad()
+    y.detach_()
+    o = T([3.0, 4.0], requires_grad=True)
+    y.mul_(o)
+    y.sum().backward()
+    assert o.grad.tolist() == [1.0, 2.0]
+
+
+# -- inplace._binary / _as_operand / inplace_checks._check_broadcast ------------------------------------
+def test_in_place_broadcast_errors_name_the_op_and_say_none_when_shapes_clash():
+    with pytest.raises(RuntimeError, match=r"^add_: output with shape \[2, 3\] doesn't match the broadcast "
+                                           r"shape \(none\) \(the other operand has shape \[4\]"):
+        mt.zeros(2, 3).add_(mt.ones(4))
+    with pytest.raises(RuntimeError, match=r"^mul_: output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+        mt.zeros(3).mul_(mt.ones(2, 3))
+
+
+@pytest.mark.parametrize("method", ["add_", "mul_"])
+def test_an_operand_of_another_dtype_gets_its_gradient_in_its_own_dtype(method):
+    """float32 x ← x op o for a float64 o: o is converted to float32 (a differentiable cast),
+    so o.grad is float64 and w.grad float32; dL/do = 1 (add) or x_old = [1, 2] (mul)."""
+    w = mt.tensor([1.0, 2.0], dtype=mt.float32, requires_grad=True)
+    o = mt.tensor([3.0, 4.0], dtype=mt.float64, requires_grad=True)
+    x = w.clone()
+    getattr(x, method)(o)
+    assert x.dtype == mt.float32
+    x.sum().backward()
+    assert o.grad.dtype == mt.float64 and o.grad.tolist() == ([1.0, 1.0] if method == "add_" else [1.0, 2.0])
+    assert w.grad.dtype == mt.float32 and w.grad.tolist() == ([1.0, 1.0] if method == "add_" else [3.0, 4.0])
+
+
+def test_an_integer_operand_is_converted_to_the_tensors_integer_dtype_exactly():
+    t = mt.zeros(2, dtype=mt.int64)
+    t.add_(mt.tensor([2 ** 24 + 1, -3], dtype=mt.int32))  # 2²⁴ + 1 is no float32
+    assert t.tolist() == [2 ** 24 + 1, -3]
+
+
+def test_a_numpy_scalar_operand_is_weak_like_a_python_number():
+    """x (float32) ← x · np.float64(0.1): computed in float32, x · float32(0.1), as for the
+    Python number 0.1 (PyTorch: a scalar never sets the computation's dtype); in float64 and
+    rounded back, this x gives another float32."""
+    x0 = np.array([-0.7037352323532104, 0.04132597893476486, -1.2459110021591187], dtype=np.float32)
+    expected = x0 * np.float32(0.1)
+    assert (expected != (x0.astype(np.float64) * 0.1).astype(np.float32)).any()  # the case tells them apart
+    for scalar in (np.float64(0.1), 0.1):
+        x = mt.tensor(x0)
+        x.mul_(scalar)
+        np.testing.assert_array_equal(x.numpy(), expected)
