@@ -392,3 +392,27 @@ def test_a_numpy_scalar_operand_is_weak_like_a_python_number():
         x = mt.tensor(x0)
         x.mul_(scalar)
         np.testing.assert_array_equal(x.numpy(), expected)
+
+
+@pytest.mark.parametrize("other, name", [(mt.tensor([1.0, 2.0], dtype=mt.float64), "Double"),
+                                         (mt.tensor([1.0, 2.0], dtype=mt.float16), "Half"),
+                                         (mt.tensor([1.0, 2.0]), "Float"), (2, "Float"), (2.5, "Float")],
+                         ids=["double", "half", "float", "int", "float-number"])
+def test_integer_div_in_place_names_pytorchs_result_type(other, name):
+    """PyTorch: int64.div_(float64 tensor) says "result type Double can't be cast to the desired
+    output type Long" (the promoted type), a number or an integer divisor "Float"."""
+    t = mt.tensor([1, 2])
+    with pytest.raises(RuntimeError, match=rf"^result type {name} can't be cast to the desired output type Long$"):
+        t.div_(other)
+    assert t.tolist() == [1, 2]
+
+
+@pytest.mark.oracle
+def test_integer_div_in_place_result_type_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    for dt, tdt in ((mt.float64, torch.float64), (mt.float16, torch.float16), (mt.float32, torch.float32)):
+        with pytest.raises(RuntimeError) as theirs:
+            torch.tensor([1, 2]).div_(torch.tensor([1.0, 2.0], dtype=tdt))
+        with pytest.raises(RuntimeError) as ours:
+            mt.tensor([1, 2]).div_(mt.tensor([1.0, 2.0], dtype=dt))
+        assert str(ours.value) == str(theirs.value)
