@@ -416,3 +416,65 @@ def test_integer_div_in_place_result_type_matches_pytorch():
         with pytest.raises(RuntimeError) as ours:
             mt.tensor([1, 2]).div_(mt.tensor([1.0, 2.0], dtype=dt))
         assert str(ours.value) == str(theirs.value)
+
+
+# -- inplace_checks._check_written: the overlap message ---------------------------------------------------
+@pytest.mark.parametrize("make, where", [
+    (lambda: mt.zeros(3).expand(2, 3), "shape [2, 3], strides [0, 1]: dimension 0 has stride 0"),
+    (lambda: mt.zeros(3).expand(1, 2, 3), "shape [1, 2, 3], strides [0, 0, 1]: dimension 1 has stride 0"),
+    (lambda: mt.zeros(3).expand(2, 2, 3), "shape [2, 2, 3], strides [0, 0, 1]: dimension 0 has stride 0, "
+                                          "dimension 1 has stride 0"),
+    (lambda: mt.arange(4.0).unfold(0, 2, 1), "shape [3, 2], strides [1, 1]: its elements overlap"),
+], ids=["one-stride-0", "size-1-not-listed", "two-stride-0", "unfold"])
+def test_writing_into_an_overlapping_tensor_says_which_dimensions_overlap(make, where):
+    """The dimensions listed are those with stride 0 that repeat an element (size > 1)."""
+    with pytest.raises(RuntimeError) as info:
+        make().add_(1)
+    assert str(info.value).endswith(f"({where})"), str(info.value)
+
+
+# -- linalg.Matmul: backward of the general (not 2-D @ 2-D) case ------------------------------------------
+def test_matmul_backward_of_a_plain_non_contiguous_b_gives_a_contiguous_gradient():
+    """b = x[:, ::2] is neither contiguous nor a transposed matrix: its gradient aᵀ G
+    comes out contiguous (only a W.T operand takes the (Gᵀ a)ᵀ route)."""
+    a = T(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    x = T(np.arange(24.0).reshape(3, 8), requires_grad=True)
+    b = (x * 1)[:, ::2]
+    b.retain_grad()
+    (a @ b).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), np.repeat(a.detach().numpy().sum(0)[:, None], 4, axis=1))
+    assert b.grad.is_contiguous()
+
+
+def test_matmul_backward_of_a_vector_times_a_matrix_needs_no_sum():
+    """a (3,) @ B (3, 2): dL/da = G Bᵀ for the one row, reshaped back to (3,): nothing to sum."""
+    a = T([1.0, 2.0, 3.0], requires_grad=True)
+    B = T(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    ops = backward_ops((a @ B).sum())
+    assert "Sum" not in ops, ops
+    assert a.grad.tolist() == [1.0, 5.0, 9.0] and B.grad.tolist() == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+
+
+def test_matmul_backward_of_a_batch_times_a_matrix_reshapes_only_to_sum_the_batch():
+    """a (2, 3, 4) @ B (4, 5): dL/da = G Bᵀ already has a's shape (no reshape, no unsqueeze);
+    dL/dB = Σ_batch aᵀ G, one sum (and its one reshape) over the batch."""
+    a = T(np.arange(24.0).reshape(2, 3, 4), requires_grad=True)
+    B = T(np.arange(20.0).reshape(4, 5), requires_grad=True)
+    ops = backward_ops((a @ B).sum())
+    assert "Unsqueeze" not in ops and ops.count("Reshape") == 1 and ops.count("Sum") == 1, ops
+    np.testing.assert_array_equal(a.grad.numpy(), np.broadcast_to(B.detach().numpy().sum(1), (2, 3, 4)))
+    np.testing.assert_array_equal(B.grad.numpy(), np.broadcast_to(a.detach().numpy().sum((0, 1))[:, None], (4, 5)))
+
+
+# -- shape.Transpose, Unsqueeze ---------------------------------------------------------------------------
+def test_transpose_names_itself_when_either_dim_is_out_of_range():
+    x = mt.zeros(2, 3)
+    for dims in ((5, 0), (0, 5)):
+        with pytest.raises(IndexError, match=r"^transpose: dimension 5 is out of range"):
+            x.transpose(*dims)
+
+
+def test_unsqueeze_backward_drops_only_the_new_dimension():
+    x = T(np.ones((1, 3)), requires_grad=True)
+    x.unsqueeze(0).sum().backward()
+    assert x.grad.shape == (1, 3)
