@@ -478,3 +478,16 @@ def test_unsqueeze_backward_drops_only_the_new_dimension():
     x = T(np.ones((1, 3)), requires_grad=True)
     x.unsqueeze(0).sum().backward()
     assert x.grad.shape == (1, 3)
+
+
+# -- inplace_checks._check_autograd: only differentiable views rebase their base ----------------------------
+def test_writing_into_a_flat_gradient_home_leaves_the_flat_buffer_out_of_the_graph():
+    """A parameter's gradient home is a plain view of the flat gradient buffer, not a
+    differentiable view: a recorded write into it (o requires grad) gives the home a history,
+    Add_, and leaves the buffer without one."""
+    from microtorch.nn.flat import FlatParameters
+    flat = FlatParameters([T([1.0, 2.0], requires_grad=True)])
+    home = flat.homes[0]
+    home.add_(T([3.0, 4.0], requires_grad=True))
+    assert home.grad_fn is not None and home.grad_fn.name == "Add_Backward"
+    assert flat.grad.grad_fn is None and not flat.grad.requires_grad
