@@ -491,3 +491,10 @@ def test_writing_into_a_flat_gradient_home_leaves_the_flat_buffer_out_of_the_gra
     home.add_(T([3.0, 4.0], requires_grad=True))
     assert home.grad_fn is not None and home.grad_fn.name == "Add_Backward"
     assert flat.grad.grad_fn is None and not flat.grad.requires_grad
+
+
+def test_permute_refuses_a_dim_out_of_range_rather_than_wrapping_it():
+    x = mt.zeros(2, 3)
+    with pytest.raises(RuntimeError, match=r"^permute: dims \[0, 3\] must be a permutation of 0\.\.1"):
+        x.permute(0, 3)  # 3 % 2 would be 1: (0, 1), a valid permutation
+    assert x.permute(-1, 0).shape == (3, 2)
