@@ -497,4 +497,7 @@ def test_permute_refuses_a_dim_out_of_range_rather_than_wrapping_it():
     x = mt.zeros(2, 3)
     with pytest.raises(RuntimeError, match=r"^permute: dims \[0, 3\] must be a permutation of 0\.\.1"):
         x.permute(0, 3)  # 3 % 2 would be 1: (0, 1), a valid permutation
-    assert x.permute(-1, 0).shape == (3, 2)
+    with pytest.raises(RuntimeError, match=r"^permute: dims \[1, 2\] must be a permutation of 0\.\.1"):
+        x.permute(1, 2)  # 2 = ndim is out of range too (valid: -2 .. 1)
+    assert x.permute(-1, 0).shape == (3, 2) and x.permute(-1, -2).shape == (3, 2)
+    assert mt.tensor(5.0).permute().shape == ()  # a 0-d tensor: no dims
