@@ -501,3 +501,8 @@ def test_permute_refuses_a_dim_out_of_range_rather_than_wrapping_it():
         x.permute(1, 2)  # 2 = ndim is out of range too (valid: -2 .. 1)
     assert x.permute(-1, 0).shape == (3, 2) and x.permute(-1, -2).shape == (3, 2)
     assert mt.tensor(5.0).permute().shape == ()  # a 0-d tensor: no dims
+
+
+def test_squeeze_names_itself_when_the_dim_is_out_of_range():
+    with pytest.raises(IndexError, match=r"^squeeze: dimension 5 is out of range for a tensor with 2 dimension"):
+        mt.zeros(2, 1).squeeze(5)
