@@ -506,3 +506,18 @@ def test_permute_refuses_a_dim_out_of_range_rather_than_wrapping_it():
 def test_squeeze_names_itself_when_the_dim_is_out_of_range():
     with pytest.raises(IndexError, match=r"^squeeze: dimension 5 is out of range for a tensor with 2 dimension"):
         mt.zeros(2, 1).squeeze(5)
+
+
+# -- linalg.Matmul.forward: the 2-D fast path is taken only by 2-D @ 2-D with matching inner sizes ---------
+@pytest.mark.parametrize("sa, sb", [((2, 4, 4), (4, 5)), ((2, 3), (3, 3, 5)), ((2, 3), (3, 5))],
+                         ids=["3d@2d", "2d@3d", "2d@2d"])
+def test_matmul_values_for_batched_and_plain_operands(sa, sb):
+    """Shapes where a.shape[1] == b.shape[0] also for a 3-D operand: values as numpy's matmul."""
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_matmul_of_mismatched_inner_sizes_is_microtorchs_error_not_numpys():
+    with pytest.raises(RuntimeError, match=r"^matmul: shapes \[2, 3\] and \[4, 3\] cannot be multiplied \(inner dimensions 3 != 4\)"):
+        mt.ones(2, 3) @ mt.ones(4, 3)
