@@ -54,7 +54,7 @@ import numpy as np
 
 from .. import dtypes
 from ..creation import tensor
-from ..grad_mode import no_grad
+from ..grad_mode import is_grad_enabled, no_grad
 from ..node import Function
 from ..memory import views as _views
 from ..tensor_base import TensorBase as Tensor
@@ -75,7 +75,11 @@ def _inplace(op_cls, name: str, t: Tensor, *args, tensors=()) -> Tensor:
     base = _check_autograd(t, name)
     _check_written(t)
     _check_inputs(t, *tensors)
-    if dtypes.is_floating(t.dtype):
+    floating = dtypes.is_floating(t.dtype)
+    # a view's place in its base, found before any byte is written: _region refuses a view
+    # that reaches outside its base's elements (only needed when the write is recorded)
+    region = _region(base, t) if base is not None and floating and _records(t, args) else None
+    if floating:
         result = op_cls.apply(t, *args)
     else:  # an integer/bool tensor cannot carry a gradient: no graph
         with no_grad():
@@ -92,11 +96,17 @@ def _inplace(op_cls, name: str, t: Tensor, *args, tensors=()) -> Tensor:
         _set_history(t, node)
         owner = t
     else:
-        _set_history(base, CopySlices.apply(base, result, *_region(base, t)).grad_fn)
+        _set_history(base, CopySlices.apply(base, result, *region).grad_fn)
         owner = base
     del result  # a temporary alias of t's bytes: not a view anyone holds
     _rebase_views(owner)
     return t
+
+
+def _records(t: Tensor, args) -> bool:
+    """Will the op record a node? (grad mode on, and ``t`` or a tensor argument requires
+    grad: :meth:`Function.apply`'s rule.)"""
+    return is_grad_enabled() and (t.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))
 
 
 def _set_history(t: Tensor, node) -> None:

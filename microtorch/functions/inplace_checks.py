@@ -58,7 +58,7 @@ def _check_result_type(t: Tensor, *others, result: np.dtype | None = None) -> No
         if o is None:
             continue
         d = o.dtype if isinstance(o, Tensor) else _scalar_dtype(o, target)
-        if result is None or _CATEGORY[d.kind] > _CATEGORY[result.kind]:
+        if result is None or _CATEGORY[d.kind] >= _CATEGORY[result.kind]:  # int.div_(double) is Double
             result = d
     if result is not None and _CATEGORY[result.kind] > _CATEGORY[target.kind]:
         raise RuntimeError(f"result type {_TORCH_NAMES.get(result.name, result.name)} can't be cast to "
