@@ -37,3 +37,37 @@ def test_nll_loss_gradient_keeps_the_float32_dtype(reduction):
     want[0, 2] = want[1, 1] = -1.0 / (2 if reduction == "mean" else 1)
     assert logp.grad.dtype == mt.float32
     np.testing.assert_array_equal(logp.grad.numpy(), want)
+
+
+def test_mse_loss_takes_a_list_target_in_the_inputs_dtype():
+    x = T([0.3, -1.2, 2.5], requires_grad=True)
+    target = [0.1, 0.2, 0.7]  # not exact in float32: a float32 target would shift the loss by ~1e-8
+    diff = np.array([0.3, -1.2, 2.5]) - np.array(target)
+    loss = F.mse_loss(x, target)
+    assert loss.dtype == mt.float64
+    np.testing.assert_allclose(loss.item(), np.mean(diff ** 2), rtol=1e-15)
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * diff / 3, rtol=1e-15)
+
+
+# -- reduction.py -------------------------------------------------------------------------------
+@pytest.mark.parametrize("op,name", [(F.amax, "max"), (F.amin, "min")])
+def test_amax_and_amin_name_themselves_in_a_dim_error(op, name):
+    x = T([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(IndexError, match=rf"^{name}: Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)$"):
+        op(x, 2)
+    with pytest.raises(TypeError, match=rf"^{name}\(\): argument 'dim' must be an int or a tuple of ints"):
+        op(x, 1.0)
+
+
+@pytest.mark.parametrize("op", ["amax", "amin", "max", "min"])
+def test_max_and_min_gradients_keep_the_float32_dtype(op):
+    x = T([[1.0, 5.0, 5.0], [2.0, 0.0, 0.0]], requires_grad=True, dtype=np.float32)
+    getattr(F, op)(x).backward()
+    want = np.zeros((2, 3), np.float32)
+    if op in ("amax", "max"):
+        want[0, 1] = want[0, 2] = 0.5  # two maxima share the gradient
+    else:
+        want[1, 1] = want[1, 2] = 0.5
+    assert x.grad.dtype == mt.float32
+    np.testing.assert_array_equal(x.grad.numpy(), want)
