@@ -71,3 +71,46 @@ def test_max_and_min_gradients_keep_the_float32_dtype(op):
         want[1, 1] = want[1, 2] = 0.5
     assert x.grad.dtype == mt.float32
     np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_var_names_itself_in_a_dim_error():
+    with pytest.raises(IndexError, match=r"^var: Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)$"):
+        F.var(T([1.0, 2.0, 4.0]), 1)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_max_and_min_over_a_dim_keep_the_other_size_1_dims(largest):
+    # x of shape (2, 1, 3): reducing dim 2 leaves (2, 1); a squeeze of every size-1 dim would give (2,)
+    rows = np.array([[[3.0, -1.0, 2.0]], [[0.5, 4.0, 4.5]]])
+    x = T(rows, requires_grad=True, dtype=np.float32)
+    values, indices = (F.max if largest else F.min)(x, 2)
+    want_i = np.array([[0], [2]]) if largest else np.array([[1], [0]])
+    assert values.shape == (2, 1) and indices.shape == (2, 1)
+    np.testing.assert_array_equal(indices.numpy(), want_i)
+    np.testing.assert_array_equal(values.detach().numpy(), np.take_along_axis(rows, want_i[..., None], 2)[..., 0])
+    (values * T([[2.0], [3.0]], dtype=np.float32)).sum().backward()
+    want = np.zeros((2, 1, 3), np.float32)
+    want[0, 0, want_i[0, 0]], want[1, 0, want_i[1, 0]] = 2.0, 3.0
+    assert x.grad.dtype == mt.float32
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    kept, _ = (F.max if largest else F.min)(T(rows), 1, keepdim=True)
+    assert kept.shape == (2, 1, 3)
+    np.testing.assert_array_equal(kept.numpy(), rows)
+
+
+# -- loss.py: ignored rows ---------------------------------------------------------------------
+@pytest.mark.parametrize("functional", ["cross_entropy", "nll_loss"])
+def test_an_ignored_row_of_a_one_class_problem_is_skipped(functional):
+    # one class: log_softmax is 0 everywhere, so the kept row's loss is 0 (of logp: -logp[0, 0])
+    logits = T([[2.0], [-1.0]], requires_grad=True)
+    target = mt.tensor([0, -100])
+    if functional == "cross_entropy":
+        loss = F.cross_entropy(logits, target, reduction="none")
+        np.testing.assert_array_equal(loss.detach().numpy(), [0.0, 0.0])
+    else:
+        loss = F.nll_loss(logits, target, reduction="none")
+        np.testing.assert_array_equal(loss.detach().numpy(), [-2.0, 0.0])
+    loss.sum().backward()
+    want = [[0.0], [0.0]] if functional == "cross_entropy" else [[-1.0], [0.0]]
+    np.testing.assert_array_equal(logits.grad.numpy(), want)
+
