@@ -114,3 +114,38 @@ def test_an_ignored_row_of_a_one_class_problem_is_skipped(functional):
     want = [[0.0], [0.0]] if functional == "cross_entropy" else [[-1.0], [0.0]]
     np.testing.assert_array_equal(logits.grad.numpy(), want)
 
+
+# -- strided.py: unfold of a 0-d tensor ---------------------------------------------------------
+@pytest.mark.parametrize("size,step", [(1, 1), (1, 3), (0, 1), (0, 2)])
+def test_unfold_of_a_0d_tensor_has_one_window_of_size_elements(size, step):
+    # PyTorch: a 0-d tensor unfolds to shape [size] (size 0 or 1), whatever the step
+    x = T(5.0, requires_grad=True)
+    u = x.unfold(0, size, step)
+    assert u.shape == (size,)
+    np.testing.assert_array_equal(u.detach().numpy(), [5.0] * size)
+    (u * 3.0).sum().backward()
+    assert x.grad.item() == 3.0 * size
+
+
+def test_unfold_of_a_0d_tensor_checks_its_arguments():
+    x = T(5.0)
+    with pytest.raises(RuntimeError, match=r"^maximum size for tensor at dimension 0 is 1 but size is 2$"):
+        x.unfold(0, 2, 1)
+    with pytest.raises(RuntimeError, match=r"^step is 0 but must be > 0$"):
+        x.unfold(0, 1, 0)
+    with pytest.raises(TypeError, match=r"^unfold\(\): argument 'size' must be int, not float"):
+        x.unfold(0, 1.0, 1)
+    with pytest.raises(TypeError, match=r"^unfold\(\): argument 'step' must be int, not NoneType"):
+        x.unfold(0, 1, None)
+    with pytest.raises(IndexError, match=r"^unfold"):
+        x.unfold(1, 1, 1)
+
+
+@pytest.mark.oracle
+def test_unfold_of_a_0d_tensor_matches_torch():
+    torch = pytest.importorskip("torch")
+    for size, step in [(1, 1), (1, 3), (0, 1), (0, 2)]:
+        want = torch.tensor(5.0, dtype=torch.float64).unfold(0, size, step)
+        got = T(5.0).unfold(0, size, step)
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -154,8 +154,8 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
 def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """Windows of ``size`` elements every ``step`` elements along ``dimension``: shape
     ``[..., (n - size) // step + 1, ..., size]`` (a view; PyTorch's ``Tensor.unfold``)."""
-    if x.ndim == 0:
-        return unfold(x.reshape(1), 0, size, step).squeeze(0)
+    if x.ndim == 0:  # as in PyTorch: dimension 0 (or -1) holds one window, of shape [size]
+        return unfold(x.reshape(1), _dim(dimension, 0, "unfold"), size, step)[0]
     d = _dim(dimension, x.ndim, "unfold")
     size, step = _whole("unfold", "size", size), _whole("unfold", "step", step)
     if size < 0:
