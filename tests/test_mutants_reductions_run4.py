@@ -149,3 +149,41 @@ def test_unfold_of_a_0d_tensor_matches_torch():
         got = T(5.0).unfold(0, size, step)
         assert got.shape == tuple(want.shape)
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+# -- strided.py: argument errors, empty layouts, float32 gradients ------------------------------
+def test_unfold_names_itself_and_the_argument_in_its_errors():
+    x = T([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(IndexError, match=r"^unfold: dimension 1 is out of range for a tensor with 1 dimension"):
+        x.unfold(1, 2, 1)
+    with pytest.raises(TypeError, match=r"^unfold\(\): argument 'size' must be int, not float \(2\.0\)$"):
+        x.unfold(0, 2.0, 1)
+    with pytest.raises(TypeError, match=r"^unfold\(\): argument 'step' must be int, not float \(1\.0\)$"):
+        x.unfold(0, 2, 1.0)
+
+
+def test_as_strided_of_an_empty_layout_or_an_empty_tensor_gives_a_zero_gradient():
+    x = T([1.0, 2.0, 3.0], requires_grad=True)
+    x.as_strided((0,), (1,)).sum().backward()  # reads nothing: every position gets 0
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0])
+    e = T(np.zeros(0), requires_grad=True)
+    y = e.as_strided((0, 2), (2, 1))
+    assert y.shape == (0, 2)
+    y.sum().backward()
+    assert e.grad.shape == (0,)
+
+
+def test_as_strided_gradients_keep_the_float32_dtype():
+    # windows [0, 1, 2], [1, 2, 3] of x: position i is read by as many windows as cover it
+    x = T([1.0, 2.0, 3.0, 4.0], requires_grad=True, dtype=np.float32)
+    (x.as_strided((2, 3), (1, 1)) * T([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)).sum().backward()
+    assert x.grad.dtype == mt.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0 + 4.0, 3.0 + 5.0, 6.0])
+    # an expanded x reads its one storage element 3 times: each of its elements gets a third of it
+    b = T([2.0], requires_grad=True, dtype=np.float32)
+    xe = b.expand(3)
+    xe.retain_grad()
+    xe.as_strided((2,), (0,), 0).sum().backward()  # reads storage position 0 twice: gradient 2 there
+    assert xe.grad.dtype == mt.float32 and b.grad.dtype == mt.float32
+    np.testing.assert_allclose(xe.grad.numpy(), [2.0 / 3] * 3, rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), [2.0], rtol=1e-6)
