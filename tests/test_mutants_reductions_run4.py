@@ -187,3 +187,54 @@ def test_as_strided_gradients_keep_the_float32_dtype():
     assert xe.grad.dtype == mt.float32 and b.grad.dtype == mt.float32
     np.testing.assert_allclose(xe.grad.numpy(), [2.0 / 3] * 3, rtol=1e-6)
     np.testing.assert_allclose(b.grad.numpy(), [2.0], rtol=1e-6)
+
+
+def test_diagonal_names_itself_in_a_dim_error():
+    x = T(np.zeros((2, 3)))
+    for dims in [(2, 1), (0, -3)]:
+        with pytest.raises(IndexError, match=r"^diagonal: dimension -?[23] is out of range for a tensor with 2 dimension"):
+            x.diagonal(0, *dims)
+
+
+def test_as_strided_names_itself_and_the_argument_in_its_errors():
+    x = T(np.zeros(6))
+    with pytest.raises(RuntimeError, match=r"^as_strided: sizes \[2, 2\], strides \[3, 1\] and storage offset 2 reach elements 2 \.\. 6"):
+        x.as_strided((2, 2), (3, 1), 2)
+    with pytest.raises(TypeError, match=r"^as_strided\(\): argument 'size' must be tuple of ints"):
+        x.as_strided((2, 1.5), (1, 1))
+    with pytest.raises(TypeError, match=r"^as_strided\(\): argument 'stride' must be int, not float \(1\.0\)$"):
+        x.as_strided((2,), (1.0,))
+    with pytest.raises(TypeError, match=r"^as_strided\(\): argument 'storage_offset' must be int, not float \(1\.0\)$"):
+        x.as_strided((2,), (1,), 1.0)
+
+
+def test_as_strided_bounds_are_exact_at_the_end_of_the_storage():
+    x = T([10.0, 11.0, 12.0])  # 3 elements: the last one is number 2
+    np.testing.assert_array_equal(x.as_strided((2,), (1,), 1).numpy(), [11.0, 12.0])
+    np.testing.assert_array_equal(x.as_strided((1,), (1,), 2).numpy(), [12.0])
+    for size, stride, offset, reach in [((2,), (1,), 2, "2 .. 3"), ((1,), (1,), 3, "3 .. 3"), ((1,), (5,), 3, "3 .. 3")]:
+        with pytest.raises(RuntimeError, match=rf"^as_strided: .* reach elements {reach} of the storage"):
+            x.as_strided(size, stride, offset)
+    # an empty view may sit at the very end (offset = size), not past it
+    assert x.as_strided((0,), (1,), 3).shape == (0,) and x.as_strided((0, 2), (1, 1), 3).shape == (0, 2)
+    with pytest.raises(RuntimeError, match=r"^as_strided: storage_offset 4 is past the end of the storage \(3 elements\)$"):
+        x.as_strided((0,), (1,), 4)
+
+
+def backward_ops(loss):
+    """The ops run during ``loss.backward()``, in order (read from the trace)."""
+    with mt.trace() as tr:
+        loss.backward()
+    return [e["op"] for e in tr.filter("op")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_plain_mean_backward_is_one_numpy_division_not_ops(dtype):
+    # no graph is recorded in a plain backward, so Mean takes numpy_backward: g / n, no op events
+    x = T(np.arange(6.0).reshape(2, 3), requires_grad=True, dtype=dtype)
+    assert backward_ops(x.mean()) == []
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), dtype(1) / dtype(6)))
+    assert x.grad.dtype == x.dtype
+    y = T(np.arange(6.0).reshape(2, 3), requires_grad=True, dtype=dtype)
+    assert "Div" not in backward_ops((y.mean(1) * T([1.0, 2.0], dtype=dtype)).sum())
+    np.testing.assert_array_equal(y.grad.numpy(), [[dtype(1) / dtype(3)] * 3, [dtype(2) / dtype(3)] * 3])
