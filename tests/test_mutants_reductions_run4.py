@@ -189,6 +189,18 @@ def test_as_strided_gradients_keep_the_float32_dtype():
     np.testing.assert_allclose(b.grad.numpy(), [2.0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("base", ["contiguous", "offset"])
+def test_an_empty_diagonal_stays_at_the_inputs_storage_offset(base):
+    # PyTorch: a diagonal past the edge is empty and keeps x's storage offset (t[1:] starts at 4)
+    t = T(np.arange(12.0)).reshape(3, 4)
+    x, start = (t, 0) if base == "contiguous" else (t[1:], 4)
+    for offset in (5, -5, 4, -3):
+        d = x.diagonal(offset)
+        assert d.shape == (0,) and d.storage_offset() == start, offset
+    assert x.diagonal(1).storage_offset() == start + 1 and x.diagonal(-1).storage_offset() == start + 4
+    np.testing.assert_array_equal(x.diagonal(-1).numpy(), np.diagonal(x.numpy(), -1))
+
+
 def test_diagonal_names_itself_in_a_dim_error():
     x = T(np.zeros((2, 3)))
     for dims in [(2, 1), (0, -3)]:
