@@ -250,3 +250,83 @@ def test_a_plain_mean_backward_is_one_numpy_division_not_ops(dtype):
     y = T(np.arange(6.0).reshape(2, 3), requires_grad=True, dtype=dtype)
     assert "Div" not in backward_ops((y.mean(1) * T([1.0, 2.0], dtype=dtype)).sum())
     np.testing.assert_array_equal(y.grad.numpy(), [[dtype(1) / dtype(3)] * 3, [dtype(2) / dtype(3)] * 3])
+
+
+# -- checked by hand: mutants mutmut reported as timeouts (a loaded machine) ----------------------
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_name_themselves_in_a_dim_error(op):
+    with pytest.raises(IndexError, match=rf"^{op}: dimension 2 is out of range for a tensor with 2 dimension"):
+        getattr(F, op)(T(np.zeros((2, 3))), 2)
+
+
+def test_cross_entropy_names_itself_when_refusing_a_label_smoothing():
+    with pytest.raises(ValueError, match=r"^cross_entropy: label_smoothing must be between 0\.0 and 1\.0\. Got: 1\.5$"):
+        F.cross_entropy(T(np.zeros((2, 3))), mt.tensor([0, 1]), label_smoothing=1.5)
+
+
+def test_cross_entropy_of_an_empty_batch():
+    x = T(np.zeros((0, 3)), requires_grad=True)
+    t = mt.tensor(np.zeros(0, np.int64))
+    assert F.cross_entropy(x, t, reduction="none").shape == (0,)
+    total = F.cross_entropy(x, t, reduction="sum")
+    assert total.item() == 0.0
+    total.backward()
+    assert x.grad.shape == (0, 3)
+
+
+def test_cross_entropy_of_1d_logits_saves_the_callers_target():
+    # the target is saved for backward (as in PyTorch): changing it in place first is refused
+    x = T([0.5, -1.0, 2.0], requires_grad=True)
+    target = mt.tensor(2)
+    loss = F.cross_entropy(x, target)
+    target.zero_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_the_second_derivative_of_float32_cross_entropy_stays_float32():
+    x = T([[0.5, -1.0, 2.0], [0.0, 1.0, 0.25]], requires_grad=True, dtype=np.float32)
+    (gx,) = mt.autograd.grad(F.cross_entropy(x, mt.tensor([2, 0])), x, create_graph=True)
+    assert gx.dtype == mt.float32
+    (ggx,) = mt.autograd.grad((gx * gx).sum(), x)
+    assert ggx.dtype == mt.float32
+    # float64 finite differences of d/dx Σ (∂L/∂x)² give the same numbers
+    def grad_sq(v):
+        s = np.exp(v - v.max(1, keepdims=True))
+        s /= s.sum(1, keepdims=True)
+        return (((s - np.eye(3)[[2, 0]]) / 2) ** 2).sum()
+    v0, h, want = x.detach().numpy().astype(np.float64), 1e-6, np.zeros((2, 3))
+    for i in np.ndindex(2, 3):
+        e = np.zeros((2, 3))
+        e[i] = h
+        want[i] = (grad_sq(v0 + e) - grad_sq(v0 - e)) / (2 * h)
+    np.testing.assert_allclose(ggx.numpy(), want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["mean", "sum"])
+def test_a_reduction_with_a_dtype_computes_in_that_dtype(op):
+    x = T([1e8, 1.0, -1e8], dtype=np.float32)  # 1e8 + 1 is 1e8 in float32, exact in float64
+    y = getattr(F, op)(x, dtype=mt.float64)
+    assert y.dtype == mt.float64
+    assert y.item() == (1.0 / 3 if op == "mean" else 1.0)
+
+
+def test_max_and_min_without_dim_keep_every_dim_with_keepdim():
+    x = T([[1.0, 7.0], [3.0, -2.0]])
+    assert F.max(x, keepdim=True).shape == (1, 1) and F.max(x, keepdim=True).item() == 7.0
+    assert F.min(x, keepdim=True).shape == (1, 1) and F.min(x, keepdim=True).item() == -2.0
+    assert F.max(x).shape == ()
+
+
+def test_the_derivative_of_cross_entropys_gradient_by_the_row_weights_is_float32():
+    # loss = Σ wᵢ ℓᵢ:  ∂loss/∂x = w ⊙ (s − onehot);  d/dwᵢ Σⱼ (∂loss/∂xᵢⱼ)² = 2 wᵢ Σⱼ (sᵢⱼ − onehotᵢⱼ)²
+    rows = np.array([[0.5, -1.0, 2.0], [0.0, 1.0, 0.25]])
+    x = T(rows, requires_grad=True, dtype=np.float32)
+    w = T([2.0, -3.0], requires_grad=True, dtype=np.float32)
+    loss = (F.cross_entropy(x, mt.tensor([2, 0]), reduction="none") * w).sum()
+    (gx,) = mt.autograd.grad(loss, x, create_graph=True)
+    (gw,) = mt.autograd.grad((gx * gx).sum(), w)
+    s = np.exp(rows) / np.exp(rows).sum(1, keepdims=True)
+    want = 2 * np.array([2.0, -3.0]) * ((s - np.eye(3)[[2, 0]]) ** 2).sum(1)
+    assert gx.dtype == mt.float32 and gw.dtype == mt.float32
+    np.testing.assert_allclose(gw.numpy(), want, rtol=1e-5)
