@@ -330,3 +330,13 @@ def test_the_derivative_of_cross_entropys_gradient_by_the_row_weights_is_float32
     want = 2 * np.array([2.0, -3.0]) * ((s - np.eye(3)[[2, 0]]) ** 2).sum(1)
     assert gx.dtype == mt.float32 and gw.dtype == mt.float32
     np.testing.assert_allclose(gw.numpy(), want, rtol=1e-5)
+
+
+def test_cross_entropy_of_1d_logits_passes_ignore_index_and_label_smoothing_on():
+    logits = np.array([0.5, -1.0, 2.0])
+    lse = np.log(np.exp(logits).sum())
+    assert np.isnan(F.cross_entropy(T(logits), mt.tensor(1), ignore_index=1).item())  # mean over no row
+    np.testing.assert_allclose(F.cross_entropy(T(logits), mt.tensor(0), ignore_index=1).item(), lse - 0.5, rtol=1e-12)
+    eps = 0.3  # (1 − ε) ℓ − (ε / C) Σⱼ logpⱼ
+    want = (1 - eps) * (lse - 0.5) + eps / 3 * (3 * lse - logits.sum())
+    np.testing.assert_allclose(F.cross_entropy(T(logits), mt.tensor(0), label_smoothing=eps).item(), want, rtol=1e-12)
