@@ -337,6 +337,27 @@ def test_cross_entropy_of_1d_logits_passes_ignore_index_and_label_smoothing_on()
     lse = np.log(np.exp(logits).sum())
     assert np.isnan(F.cross_entropy(T(logits), mt.tensor(1), ignore_index=1).item())  # mean over no row
     np.testing.assert_allclose(F.cross_entropy(T(logits), mt.tensor(0), ignore_index=1).item(), lse - 0.5, rtol=1e-12)
-    eps = 0.3  # (1 − ε) ℓ − (ε / C) Σⱼ logpⱼ
-    want = (1 - eps) * (lse - 0.5) + eps / 3 * (3 * lse - logits.sum())
-    np.testing.assert_allclose(F.cross_entropy(T(logits), mt.tensor(0), label_smoothing=eps).item(), want, rtol=1e-12)
+    eps = 0.3  # (1 − ε) ℓ − (ε / C) Σⱼ logpⱼ, for class 2 (class 0 holds the mean logit: no change)
+    want = (1 - eps) * (lse - 2.0) + eps / 3 * (3 * lse - logits.sum())
+    np.testing.assert_allclose(F.cross_entropy(T(logits), mt.tensor(2), label_smoothing=eps).item(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_of_1d_logits_is_one_loss_and_one_node(reduction):
+    # a (C,) input is one sample: the loss is 0-d for every reduction; a reduced loss is the
+    # CrossEntropy node itself (only "none" squeezes the (1,) per-row loss)
+    logits = np.array([0.5, -1.0, 2.0])
+    x = T(logits, requires_grad=True)
+    loss = F.cross_entropy(x, mt.tensor(2), reduction=reduction)
+    assert loss.shape == ()
+    np.testing.assert_allclose(loss.item(), np.log(np.exp(logits).sum()) - 2.0, rtol=1e-12)
+    want_node = "SqueezeBackward" if reduction == "none" else "CrossEntropyBackward"
+    assert loss.grad_fn.name == want_node
+
+
+def test_cross_entropy_names_itself_when_refusing_a_target():
+    x = T(np.zeros((2, 3)))
+    with pytest.raises(TypeError, match=r"^cross_entropy: target must hold integer class indices, got dtype float64"):
+        F.cross_entropy(x, np.array([0.0, 1.0]))
+    with pytest.raises(IndexError, match=r"^Target 3 is out of bounds: there are 3 classes"):
+        F.cross_entropy(x, mt.tensor([0, 3]))
