@@ -141,12 +141,12 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     def geometry(shape, strides, start):
         n1, n2 = shape[d1], shape[d2]
         if offset >= 0:
-            length, start = max(0, min(n1, n2 - offset)), start + offset * strides[d2]
+            length, first = max(0, min(n1, n2 - offset)), start + offset * strides[d2]
         else:
-            length, start = max(0, min(n1 + offset, n2)), start - offset * strides[d1]
+            length, first = max(0, min(n1 + offset, n2)), start - offset * strides[d1]
         keep = [d for d in range(len(shape)) if d not in (d1, d2)]
         return ([shape[d] for d in keep] + [length], [strides[d] for d in keep] + [strides[d1] + strides[d2]],
-                start if length else 0)
+                first if length else start)  # an empty diagonal stays at x's offset, as in PyTorch
 
     return Diagonal.apply(x, geometry)
 
@@ -154,8 +154,8 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
 def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """Windows of ``size`` elements every ``step`` elements along ``dimension``: shape
     ``[..., (n - size) // step + 1, ..., size]`` (a view; PyTorch's ``Tensor.unfold``)."""
-    if x.ndim == 0:
-        return unfold(x.reshape(1), 0, size, step).squeeze(0)
+    if x.ndim == 0:  # as in PyTorch: dimension 0 (or -1) holds one window, of shape [size]
+        return unfold(x.reshape(1), _dim(dimension, 0, "unfold"), size, step)[0]
     d = _dim(dimension, x.ndim, "unfold")
     size, step = _whole("unfold", "size", size), _whole("unfold", "step", step)
     if size < 0:
