@@ -10,6 +10,7 @@ that register (Pool, Arena) are compared through ``.name``: a live allocator of 
 numbers a new one ("arena #2"), as happens under mutmut, which runs with automatic garbage
 collection off.
 """
+import ctypes
 import errno
 import io
 import os
@@ -177,6 +178,7 @@ def test_npz_members_accepts_a_one_dimensional_fortran_flag_and_refuses_two_dime
 # -- resident_pages / evict_from_page_cache -----------------------------------------------------------
 def test_resident_pages_reports_mincores_errno_when_it_fails():
     unmapped = types.SimpleNamespace(ctypes=types.SimpleNamespace(data=0), nbytes=4096)  # page 0: never mapped
+    ctypes.set_errno(0)  # ctypes' private copy of errno, which only a use_errno library updates
     with pytest.raises(OSError, match="mincore failed") as info:
         mapped.resident_pages(unmapped)
     assert info.value.errno == errno.ENOMEM
@@ -455,3 +457,74 @@ def test_declare_records_an_ops_variant_and_the_positions_in_the_order_given(mon
     assert plan[0].reason == "input 0 (t1): " + _program_input(1, "a program input")  # two positions
     assert plan[1].reason == ("writes its result into t2's storage #2: nothing uses those bytes afterwards, "
                               "and rsub_ needs no values for backward")
+
+
+# -- views.made_in_grad_mode: what in-place ops on views consult ---------------------------------
+from microtorch.memory import views as _views  # noqa: E402
+from microtorch.memory.aliasing import Layout, alias  # noqa: E402
+
+
+def test_made_in_grad_mode_tells_registered_views_made_with_and_without_grad_from_other_tensors():
+    a = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = a * 1.0
+    v = b[1:]
+    with mt.no_grad():
+        w = b[:2]
+    assert _views.made_in_grad_mode(v) is True and _views.made_in_grad_mode(w) is False
+    assert _views.made_in_grad_mode(b) is None and _views.made_in_grad_mode(b.detach()) is None
+
+
+def test_in_place_writes_into_views_refuse_a_leafs_view_and_a_no_grad_view_and_rebase_the_rest():
+    a = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        a[1:].add_(1.0)
+    b = a * 1.0
+    with mt.no_grad():
+        w = b[:2]
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        w.mul_(2.0)
+    v = b[1:]
+    v.mul_(2.0)                     # b = [a0, 2 a1, 2 a2]: d(sum b)/da = [1, 2, 2]
+    b.sum().backward()
+    assert a.grad.tolist() == [1.0, 2.0, 2.0]
+
+
+# -- aliasing: the layouts the exact answers are computed on ----------------------------------------
+def test_layout_moving_drops_the_dimensions_that_do_not_move_and_keeps_the_rest():
+    lay = Layout(7, 3, (4, 1, 5, 2), (10, 99, 0, -1), 8, 50, 4096)   # size 1 and stride 0 do not move
+    assert lay.moving() == Layout(7, 3, (4, 2), (10, -1), 8, 50, 4096)
+    assert np.unique(lay.addresses()).tolist() == np.unique(lay.moving().addresses()).tolist()
+
+
+def test_layout_in_bytes_is_the_same_bytes_as_one_byte_elements_from_the_origin():
+    lay = Layout(3, 5, (2, 3), (4, 1), 4, 12, 1000)   # float32 elements 5 + 4i + j of a storage at byte 1000
+    b = lay.in_bytes(960)
+    assert (b.shape, b.strides, b.itemsize, b.address) == ((2, 3, 4), (16, 4, 1), 1, 960)
+    # element (i, j) holds the bytes 1000 + 4 (5 + 4i + j) + k, k < 4: minus the origin 960
+    i, j, k = np.meshgrid(np.arange(2), np.arange(3), np.arange(4), indexing="ij")
+    assert np.array_equal(b.addresses(), 40 + 4 * (5 + 4 * i + j) + k)
+    assert b.storage_size == 40 + 12 * 4                # the storage ends 88 bytes past the origin
+    other = Layout(4, 0, (3,), (1,), 4, 3, 1000).in_bytes(960)
+    assert other.storage == b.storage                   # one frame of raw memory for both
+
+
+def test_alias_past_the_solvers_budget_enumerates_both_views_and_names_a_shared_element():
+    a = Layout(1, 0, (2, 2, 2), (100, 10, 1), 4, 1000)           # addresses 0 1 10 11 100 101 110 111
+    apart = Layout(1, 5, (2, 2, 2), (100, 10, 1), 4, 1000)       # each + 5: none shared
+    shifted = Layout(1, 1, (2, 2, 2), (100, 10, 1), 4, 1000)     # each + 1: 1, 11, 101, 111 shared
+    no = alias(a, apart, max_work=0)
+    assert (no.answer, no.method, no.reason) == ("no", "enumeration", "no shared address (enumerated both views)")
+    must = alias(a, shifted, max_work=0)
+    assert (must.answer, must.method, must.reason) == ("must", "enumeration", "a shared address (enumerated both views)")
+    assert must.witness == ((0, 0, 1), (0, 0, 0)) and must.shared_byte == 4   # address 1, the lowest shared
+    assert alias(a, apart).answer == "no" and alias(a, shifted).answer == "must"   # the solver agrees
+
+
+# -- Pool: direct blocks ------------------------------------------------------------------------------
+def test_pool_direct_bytes_sum_every_live_direct_block():
+    pool = mt.memory.Pool(max_block=1024, name="direct pool")
+    a, b = pool.alloc(2000), pool.alloc(3000)          # both above max_block: one buffer each
+    assert (a.size_class, b.size_class) == (None, None)
+    assert pool.stats()["direct_bytes"] == 5000 and pool.stats()["direct_allocations"] == 2
+    pool.free(a)
+    assert pool.stats()["direct_bytes"] == 3000
