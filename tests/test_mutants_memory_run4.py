@@ -528,3 +528,32 @@ def test_pool_direct_bytes_sum_every_live_direct_block():
     assert pool.stats()["direct_bytes"] == 5000 and pool.stats()["direct_allocations"] == 2
     pool.free(a)
     assert pool.stats()["direct_bytes"] == 3000
+    edge = pool.alloc(1024)                            # exactly max_block: the largest class, not direct
+    assert pool.classes[edge.size_class] == 1024 and pool.stats()["direct_allocations"] == 2
+
+
+def test_pool_defaults_to_the_name_pool_and_spaces_its_classes_as_asked():
+    import re
+    assert re.fullmatch(r"pool( #\d+)?", mt.memory.Pool().name)   # numbered if another "pool" is alive
+    pool = mt.memory.Pool(min_block=64, max_block=256, classes_per_doubling=4, name="jemalloc spacing")
+    assert pool.classes == [64, 80, 96, 112, 128, 160, 192, 224, 256]    # 4 per doubling: 2ᵏ/4 apart
+
+
+def test_size_classes_accept_every_power_of_two_down_to_one_and_refuse_the_rest():
+    from microtorch.memory.pool import size_classes
+    assert size_classes(1, 4, 1) == [1, 2, 4]                  # 2⁰ is a power of two; one class per doubling
+    assert size_classes(1, 1, 1) == [1]
+    assert size_classes(64, 256, 1) == [64, 128, 256]
+    assert size_classes(4, 16, 4) == [4, 5, 6, 7, 8, 10, 12, 14, 16]   # per_doubling == min_block: steps of 1
+    for bad in ((3, 16, 1), (4, 24, 1)):
+        with pytest.raises(ValueError, match="must be powers of two"):
+            size_classes(*bad)
+    for per in (0, 3, 8):
+        with pytest.raises(ValueError, match="per_doubling must be a power of two no larger than min_block"):
+            size_classes(4, 16, per)
+
+
+def test_a_pool_of_one_byte_classes_serves_one_byte_from_the_one_byte_class():
+    pool = mt.memory.Pool(min_block=1, max_block=64, classes_per_doubling=1, name="tiny classes")
+    assert pool.alloc_ns == 0                                   # no time spent allocating yet
+    assert [pool.alloc(n).size for n in (0, 1, 2, 3, 64)] == [1, 1, 2, 4, 64]
