@@ -557,3 +557,13 @@ def test_a_pool_of_one_byte_classes_serves_one_byte_from_the_one_byte_class():
     pool = mt.memory.Pool(min_block=1, max_block=64, classes_per_doubling=1, name="tiny classes")
     assert pool.alloc_ns == 0                                   # no time spent allocating yet
     assert [pool.alloc(n).size for n in (0, 1, 2, 3, 64)] == [1, 1, 2, 4, 64]
+
+
+def test_alias_finds_the_shared_bytes_of_two_storages_over_one_buffer_far_into_the_second():
+    base = np.zeros(16, np.float32)                 # 64 bytes
+    back = mt.from_numpy(base[8:])                  # a storage over its last 32 bytes
+    whole = mt.from_numpy(base)                     # a storage over all of them
+    for a, b in ((back, whole), (whole, back), (back, whole[12:]), (back, whole[:8])):
+        expected = np.shares_memory(a.numpy(), b.numpy())
+        assert alias(a, b).answer == ("must" if expected else "no")
+    assert alias(back, whole[:8]).answer == "no" and alias(back, whole[12:]).answer == "must"
