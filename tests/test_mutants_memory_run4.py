@@ -567,3 +567,51 @@ def test_alias_finds_the_shared_bytes_of_two_storages_over_one_buffer_far_into_t
         expected = np.shares_memory(a.numpy(), b.numpy())
         assert alias(a, b).answer == ("must" if expected else "no")
     assert alias(back, whole[:8]).answer == "no" and alias(back, whole[12:]).answer == "must"
+
+
+# -- the exact solver: random strided pairs against brute force ---------------------------------------
+def _random_layout(rng):
+    ndim = int(rng.integers(1, 4))
+    shape = tuple(int(n) for n in rng.integers(1, 7, ndim))
+    strides = tuple(int(s) for s in rng.integers(-12, 13, ndim))
+    return Layout(1, int(rng.integers(0, 40)), shape, strides, 1, 200)
+
+
+def test_alias_solver_agrees_with_brute_force_and_its_witness_indexes_both_views():
+    rng = np.random.default_rng(21)
+    decided = 0
+    for _ in range(3000):
+        a, b = _random_layout(rng), _random_layout(rng)
+        shared = set(a.addresses().ravel().tolist()) & set(b.addresses().ravel().tolist())
+        r = alias(a, b)
+        assert r.answer == ("must" if shared else "no"), (a, b, r)
+        if r.answer == "must":
+            ia, ib = r.witness
+            assert all(type(i) is int for i in ia + ib), r.witness     # usable as indices
+            assert a.addresses()[ia] == b.addresses()[ib] == r.shared_byte
+        decided += r.method == "solver"
+    assert decided > 300                                # the solver, not the cheap steps, decided many
+
+
+def test_alias_of_two_one_dimensional_views_is_solved_in_closed_form_with_no_search():
+    # two long 1-D views: one unknown each, solved by the extended Euclidean algorithm
+    a = Layout(1, 0, (100_000,), (3,), 1, 10**6)
+    b = Layout(1, 1, (100_000,), (5,), 1, 10**6)       # 3y = 1 + 5z: y = 2, z = 1 is the first
+    r = alias(a, b, max_work=10)
+    assert (r.answer, r.method, r.work) == ("must", "solver", 0)
+    assert a.addresses()[r.witness[0]] == b.addresses()[r.witness[1]]
+
+
+def test_alias_solver_search_counts_worked_by_hand():
+    # one element of b at address d against a's Σ stride·index: the solver's candidates, by hand
+    def one(d):
+        return Layout(1, d, (1,), (1,), 1, 1000)
+    a = Layout(1, 0, (5, 2, 2), (100, 10, 1), 1, 1000)          # reach: 1 (last), 11, 411
+    r = alias(a, one(411))        # 100·y ≥ 411 − 11 forces y = 4 at once; 10·1 + 1·1 = 11 in closed form
+    assert (r.answer, r.method, r.work, r.witness) == ("must", "solver", 1, ((4, 1, 1), (0,)))
+    r = alias(a, one(312))        # y ≥ ⌈(312 − 11) / 100⌉ = 4 but y ≤ ⌊312 / 100⌋ = 3: no candidate at all
+    assert (r.answer, r.method, r.work) == ("no", "solver", 0)
+    c = Layout(1, 0, (4, 3, 3), (5, 4, 2), 1, 1000)              # reach: 4, 12, 27; the rest are even
+    r = alias(c, one(14))         # y ∈ [1, 2] and 14 − 5y even: only y = 2, then 4·y' + 2·z = 4 in closed form
+    assert (r.answer, r.method, r.work) == ("must", "solver", 1)
+    assert r.witness[0][0] == 2 and c.addresses()[r.witness[0]] == 14
