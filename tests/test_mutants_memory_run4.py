@@ -615,3 +615,48 @@ def test_alias_solver_search_counts_worked_by_hand():
     r = alias(c, one(14))         # y ∈ [1, 2] and 14 − 5y even: only y = 2, then 4·y' + 2·z = 4 in closed form
     assert (r.answer, r.method, r.work) == ("must", "solver", 1)
     assert r.witness[0][0] == 2 and c.addresses()[r.witness[0]] == 14
+
+
+def test_alias_reports_each_decision_step_whole():
+    def report(a, b, **kw):
+        r = alias(a, b, **kw)
+        assert r.layouts == (a, b)
+        return r.answer, r.exact, r.method, r.reason, r.work
+
+    x = Layout(1, 0, (4,), (1,), 4, 16, 1000)
+    elsewhere = Layout(2, 0, (4,), (1,), 4, 4, None)             # another storage, address unknown
+    assert report(elsewhere, x) == ("no", True, "storage", "different storages (#2 and #1) over different bytes", 0)
+    assert report(x, elsewhere) == ("no", True, "storage", "different storages (#1 and #2) over different bytes", 0)
+    assert report(x, Layout(1, 0, (0,), (1,), 4, 16, 1000)) == ("no", True, "empty", "an empty tensor touches no bytes", 0)
+    after = Layout(1, 4, (4,), (1,), 4, 16, 1000)               # elements 4..7: touches x's end exactly
+    assert report(after, x) == ("no", True, "extent", "their byte extents are disjoint", 0)
+    assert report(x, after) == ("no", True, "extent", "their byte extents are disjoint", 0)
+    evens, odds = Layout(1, 0, (4,), (2,), 4, 16, 1000), Layout(1, 1, (4,), (2,), 4, 16, 1000)
+    assert report(evens, odds, exact=False) == ("may", False, "extent", "overlapping byte extents", 0)
+    assert report(evens, odds) == ("no", True, "gcd", "the start addresses differ by 1 elements, not a multiple "
+                                                     "of gcd(strides) = 2", 0)
+    one, three = Layout(1, 0, (1,), (1,), 4, 16, 1000), Layout(1, 3, (2,), (5,), 4, 16, 1000)
+    assert report(x, Layout(1, 0, (2,), (2,), 4, 16, 1000)) == ("must", True, "offset", "both start at the same element", 0)
+    assert report(one, three)[2] == "extent"
+    c = Layout(1, 0, (2, 2, 2), (10, 4, 3), 1, 100)             # addresses 0 3 4 7 10 13 14 17
+    probe = Layout(1, 5, (1,), (1,), 1, 100)                     # 5: y = 0 for 10, then 4y + 3z = 5 fails
+    assert report(c, probe) == ("no", True, "solver", "no index pair reaches the same address (exact solver)", 1)
+    a = Layout(1, 0, (5, 2, 2), (100, 10, 1), 1, 1000)
+    assert report(a, Layout(1, 411, (1,), (1,), 1, 1000), max_work=1) == (
+        "must", True, "solver", "an index pair reaches the same address (exact solver)", 1)   # exactly the budget
+    hard = Layout(1, 1, (2, 2, 2), (100, 10, 1), 4, 1000)
+    base = Layout(1, 0, (2, 2, 2), (100, 10, 1), 4, 1000)
+    assert report(base, hard, max_work=0, max_enumerate=16)[2] == "enumeration"     # 8 + 8 addresses: allowed
+    assert report(base, hard, max_work=0, max_enumerate=15) == (
+        "may", True, "budget", "undecided: the solver tried max_work=0 candidates and enumerating 8 + 8 addresses "
+        "is past max_enumerate=15; raise them for an exact answer", 0)
+    busy_a = Layout(1, 19, (2, 4), (-7, -9), 1, 100)             # a pair the solver needs 6 candidates for
+    busy_b = Layout(1, 38, (3, 2, 6), (-6, -12, -3), 1, 100)
+    assert report(busy_a, busy_b, max_work=2, max_enumerate=1)[2:] == (
+        "budget", "undecided: the solver tried max_work=2 candidates and enumerating 8 + 36 addresses is past "
+        "max_enumerate=1; raise them for an exact answer", 2)
+    # two storages over one buffer: every reason says so first
+    buf_a = Layout(5, 0, (4,), (1,), 4, 8, 2000)
+    buf_b = Layout(6, 0, (4,), (1,), 4, 4, 2016)                 # starts 16 bytes (4 floats) in
+    assert report(buf_a, buf_b) == ("no", True, "extent", "storages #5 and #6 share a buffer; their byte extents "
+                                                          "are disjoint", 0)
