@@ -660,3 +660,10 @@ def test_alias_reports_each_decision_step_whole():
     buf_b = Layout(6, 0, (4,), (1,), 4, 4, 2016)                 # starts 16 bytes (4 floats) in
     assert report(buf_a, buf_b) == ("no", True, "extent", "storages #5 and #6 share a buffer; their byte extents "
                                                           "are disjoint", 0)
+
+
+def test_register_numbers_a_name_only_when_a_live_allocator_already_has_it():
+    first = mt.memory.Arena(capacity=64, name="register probe")
+    second = mt.memory.Arena(capacity=64, name="register probe")
+    third = mt.memory.Pool(name="register probe")
+    assert (first.name, second.name, third.name) == ("register probe", "register probe #2", "register probe #3")
