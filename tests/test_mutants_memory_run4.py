@@ -667,3 +667,47 @@ def test_register_numbers_a_name_only_when_a_live_allocator_already_has_it():
     second = mt.memory.Arena(capacity=64, name="register probe")
     third = mt.memory.Pool(name="register probe")
     assert (first.name, second.name, third.name) == ("register probe", "register probe #2", "register probe #3")
+
+
+# -- Pool's trace events and description; refcount holders; layout() ------------------------------
+def test_pool_alloc_block_events_carry_every_field_and_describe_names_the_epoch():
+    pool = mt.memory.Pool(max_block=1024, name="event pool")
+    with mt.trace() as tr:
+        a = pool.alloc(60, "x")            # class 64 B, carved at 0 of a 64 KiB slab
+        pool.free(a)
+        b = pool.alloc(50, "y")            # the same bytes again: reused
+        d = pool.alloc(2000, "big")        # direct: its own 2000 B
+    assert (a.padding, b.padding) == (0, 0)
+    assert [_fields(e) for e in tr.filter("alloc_block")] == [
+        {"kind": "alloc_block", "allocator": pool.name, "block": a.id, "size_class": 0, "chunk": 0, "offset": 0,
+         "nbytes": 60, "size": 64, "tag": "x", "reused": False, "slab_bytes": 65536},
+        {"kind": "alloc_block", "allocator": pool.name, "block": b.id, "size_class": 0, "chunk": 0, "offset": 0,
+         "nbytes": 50, "size": 64, "tag": "y", "reused": True, "slab_bytes": 65536},
+        {"kind": "alloc_block", "allocator": pool.name, "block": d.id, "size_class": None, "chunk": -1, "offset": 0,
+         "nbytes": 2000, "size": 2000, "tag": "big", "reused": False, "slab_bytes": 2000}]
+    assert pool.describe() == {"name": pool.name, "kind": "pool", "epoch": 0, "defer_epochs": 0,
+                               "classes": [{"size_class": 0, "size": 64, "slabs": [65536], "free": 0}], "held": []}
+
+
+def test_refcount_events_name_the_tensor_or_the_node_that_holds_the_storage():
+    with mt.trace() as tr:
+        a = mt.tensor([1.0, 2.0], requires_grad=True)
+        b = a * a                          # MulBackward saves a twice
+    (ta,) = [e.tensor for e in tr.filter("tensor") if e.storage == a.storage.id][:1]
+    holders = [(e.storage, e.holder) for e in tr.filter("refcount")]
+    node = tr.filter("op")[0].node
+    assert (a.storage.id, f"tensor {ta}") in holders
+    assert holders.count((a.storage.id, f"node {node} (MulBackward)")) == 2
+    nodes = [e.holder for e in tr.filter("refcount") if e.holder.startswith("node")]
+    assert {(h.kind, h.id) for h in nodes} == {("node", node)}
+    assert {(e.holder.kind, e.holder.id) for e in tr.filter("refcount") if e.holder == f"tensor {ta}"} == {("tensor", ta)}
+    del b
+
+
+def test_a_size_one_dimension_does_not_weaken_the_gcd_step_and_layout_sizes_are_ints():
+    evens = Layout(1, 0, (4, 1), (2, 3), 4, 16)       # the size-1 dimension's stride 3 never moves
+    odds = Layout(1, 1, (4, 1), (2, 3), 4, 16)
+    assert alias(evens, odds).method == "gcd"
+    from microtorch.memory.aliasing import layout
+    lay = layout(mt.zeros(2, 3)[:, 1:])
+    assert type(lay.storage_size) is int and lay.storage_size == 6
