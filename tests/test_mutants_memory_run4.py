@@ -711,3 +711,41 @@ def test_a_size_one_dimension_does_not_weaken_the_gcd_step_and_layout_sizes_are_
     from microtorch.memory.aliasing import layout
     lay = layout(mt.zeros(2, 3)[:, 1:])
     assert type(lay.storage_size) is int and lay.storage_size == 6
+
+
+# -- NodeArena: records across several chained chunks, op ids --------------------------------------
+from microtorch.memory import node_arena as _node_arena  # noqa: E402
+
+
+class _Leafless:
+    """A stand-in graph node: no inputs, nothing saved."""
+    next = ()
+    saved = ()
+
+
+class _OtherLeafless(_Leafless):
+    pass
+
+
+def test_op_id_numbers_each_op_class_once_and_names_it():
+    i = _node_arena.op_id(_Leafless)
+    assert _node_arena.op_id(_Leafless) == i and _node_arena.OPS[i] == "_Leafless"
+    j = _node_arena.op_id(_OtherLeafless)
+    assert j == i + 1 and _node_arena.OPS[j] == "_OtherLeafless" and _node_arena.op_id(_OtherLeafless) == j
+
+
+def test_node_arena_records_land_in_every_chained_chunk_and_resets_are_counted():
+    arena = _node_arena.NodeArena(capacity=2, growth=1.5, name="chained node arena")
+    ops = [(_Leafless if k % 2 else _OtherLeafless)() for k in range(5)]
+    slots = [arena.new(op)[1] for op in ops]      # chunks of 2, then 1 (half of 2), 1 (of 3, rounded down), 2
+    assert slots == [0, 1, 2, 3, 4]
+    table = arena.table()
+    assert table["slot"].tolist() == [0, 1, 2, 3, 4]
+    ids = [_node_arena.op_id(type(op)) for op in ops]
+    assert table["op"].tolist() == ids
+    assert arena.stats()["growths"] == len(arena.chunks) - 1 >= 2
+    for op in ops:
+        arena.free(op)
+    arena.new(ops[0])
+    arena.free(ops[0])
+    assert arena.stats()["resets"] == 2
