@@ -749,3 +749,21 @@ def test_node_arena_records_land_in_every_chained_chunk_and_resets_are_counted()
     arena.new(ops[0])
     arena.free(ops[0])
     assert arena.stats()["resets"] == 2
+
+
+def test_node_arena_records_name_the_saved_storages_and_leave_the_rest_zero():
+    saved = (types.SimpleNamespace(storage=types.SimpleNamespace(id=7)),
+             types.SimpleNamespace(storage=types.SimpleNamespace(id=9)))
+    node = types.SimpleNamespace(next=(), saved=saved)
+    arena = _node_arena.NodeArena(capacity=4, name="saving node arena")
+    arena.new(node)
+    (record,) = arena.table()
+    assert (record["n_inputs"], record["n_saved"], record["saved"].tolist()) == (0, 2, [7, 9, 0, 0])
+    assert record["op"] == _node_arena.op_id(types.SimpleNamespace)
+
+
+def test_a_heap_storage_keeps_the_tag_it_was_made_for():
+    from microtorch.memory.storage import empty_storage
+    with mt.memory.use_heap():
+        s = empty_storage(3, np.dtype(np.float32), "gradient")
+    assert s.block is None and s.tag == "gradient" and s.data.shape == (3,)
