@@ -728,10 +728,12 @@ class _OtherLeafless(_Leafless):
 
 
 def test_op_id_numbers_each_op_class_once_and_names_it():
-    i = _node_arena.op_id(_Leafless)
-    assert _node_arena.op_id(_Leafless) == i and _node_arena.OPS[i] == "_Leafless"
-    j = _node_arena.op_id(_OtherLeafless)
-    assert j == i + 1 and _node_arena.OPS[j] == "_OtherLeafless" and _node_arena.op_id(_OtherLeafless) == j
+    first = type("FirstProbeOp", (_Leafless,), {})      # classes never seen before
+    second = type("SecondProbeOp", (_Leafless,), {})
+    i = _node_arena.op_id(first)
+    assert _node_arena.op_id(first) == i and _node_arena.OPS[i] == "FirstProbeOp"
+    j = _node_arena.op_id(second)
+    assert j == i + 1 and _node_arena.OPS[j] == "SecondProbeOp" and _node_arena.op_id(second) == j
 
 
 def test_node_arena_records_land_in_every_chained_chunk_and_resets_are_counted():
