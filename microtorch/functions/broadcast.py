@@ -80,15 +80,21 @@ def operands(a, b) -> tuple[Tensor, Tensor]:
     elif not isinstance(a, Tensor):
         a = as_tensor_like(a, b)
     if a.dtype != b.dtype:
-        ca, cb = _category(a.dtype), _category(b.dtype)
-        if ca != cb:  # float beats int beats bool, whatever the widths
-            dtype = a.dtype if ca > cb else b.dtype
-        elif (a.ndim == 0) != (b.ndim == 0):  # PyTorch: a 0-d tensor does not widen a dimensioned
-            dtype = b.dtype if a.ndim == 0 else a.dtype  # one of its own kind (f32 (3,) + f64 () is f32)
+        if (a.ndim == 0) != (b.ndim == 0) and _category(a.dtype) == _category(b.dtype):
+            # PyTorch: a 0-d tensor does not widen a dimensioned one of its own kind (f32 (3,) + f64 () is f32)
+            dtype = b.dtype if a.ndim == 0 else a.dtype
         else:
-            dtype = np.promote_types(a.dtype, b.dtype)
+            dtype = promoted_dtype((a.dtype, b.dtype))
         a, b = a.to(dtype), b.to(dtype)
     return a, b
+
+
+def promoted_dtype(dtypes) -> np.dtype:
+    """PyTorch's dtype for tensors combined (an op's operands, tensors joined by ``cat``): the
+    highest kind among them (float beats int beats bool, whatever the widths), and the widest
+    dtype of that kind — so int64 with float32 is float32 (numpy's rule would widen to float64)."""
+    top = max(_category(d) for d in dtypes)
+    return np.result_type(*[d for d in dtypes if _category(d) == top])
 
 
 def _category(dtype) -> int:

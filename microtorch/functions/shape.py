@@ -8,7 +8,7 @@ import numpy as np
 
 from ..node import Function
 from ..tensor_base import TensorBase as Tensor, _dim, _sizes
-from .broadcast import _category, unbroadcast
+from .broadcast import promoted_dtype, unbroadcast
 
 
 def _dims_arg(op: str, dims) -> tuple[int, ...]:
@@ -386,18 +386,9 @@ def index(x, key):
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if tensors and len({t.dtype for t in tensors}) > 1:  # PyTorch promotes; the gradients come back in each dtype
-        dtype = _joined_dtype(tensors)
+        dtype = promoted_dtype([t.dtype for t in tensors])
         tensors = [t if t.dtype == dtype else t.to(dtype) for t in tensors]
     return Cat.apply(*tensors, dim=dim)
-
-
-def _joined_dtype(tensors) -> np.dtype:
-    """PyTorch's dtype for tensors joined by ``cat``/``stack``: the highest kind among them
-    (float beats int beats bool), and the widest dtype of that kind — so an int64 and a float32
-    tensor give float32 (numpy's rule would widen to float64)."""
-    top = max(_category(t.dtype) for t in tensors)
-    kind = [t.dtype for t in tensors if _category(t.dtype) == top]
-    return np.result_type(*kind)
 
 
 def stack(tensors, dim=0):
