@@ -25,3 +25,15 @@ def test_alias_default_work_budget_is_20000_candidates():
     over = alias(*_pair(20_002))
     assert (over.answer, over.method, over.work) == ("may", "budget", 20_000)
     assert "max_work=20000" in over.reason
+
+
+def test_a_full_sum_backward_expands_the_0d_gradient_without_a_reshape():
+    import numpy as np
+    import microtorch as mt
+    x = mt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    loss = x.sum()
+    with mt.trace() as tr:
+        loss.backward(create_graph=True)
+    ops = [e["op"] for e in tr.filter("op")]
+    assert "Reshape" not in ops
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((2, 3)))
