@@ -62,15 +62,20 @@ def test_a_switched_off_method_names_itself_in_the_refusal():
 
 
 def test_only_microtorch_and_numpy_modules_are_rewritten():
+    # `target` is a local: rewriting every module would also rewrite this test module's
+    # global `plain`, and a comparison with it could then never fail.
+    target = plain
     other = types.ModuleType("not_microtorch_run5")
-    other.f = plain
+    other.f = target
     sys.modules["not_microtorch_run5"] = other
+    undo = []
     try:
-        undo = checking._replace_everywhere(plain, "stand-in")
-        assert other.f is plain
+        undo = checking._replace_everywhere(target, "stand-in")
+        assert other.f is target
+        assert all(key != "plain" or space is not globals() for space, key, _ in undo)
+    finally:
         for space, key, orig in undo:
             space[key] = orig
-    finally:
         del sys.modules["not_microtorch_run5"]
 
 
