@@ -38,8 +38,6 @@ def strided_array(flat: np.ndarray, shape, strides, offset: int) -> np.ndarray:
     """A numpy view of the 1-D array ``flat`` with ``shape``, element ``strides`` and element
     ``offset`` (no copy; writable if ``flat`` is). The caller checked the bounds."""
     item = flat.itemsize
-    if math.prod(shape) == 0:
-        offset = min(offset, flat.size)
     return np.ndarray(tuple(shape), flat.dtype, buffer=flat, offset=offset * item,
                       strides=tuple(s * item for s in strides))
 
