@@ -97,7 +97,13 @@ ALIGN_MISTAKES = [  # (wrong answer, the case and numbers the message names, wor
 ]
 
 
-@pytest.mark.parametrize("wrong, where, hint", ALIGN_MISTAKES, ids=[f"align-mistake-{i}" for i in range(len(ALIGN_MISTAKES))])
+ALIGN_IDS = [
+    "moves-up-from-0", "moves-up-from-a-multiple", "rounds-down", "adds-a-minus-1-only", "below-n",
+    "not-the-smallest", "rounds-down-at-1000", "raises",
+]
+
+
+@pytest.mark.parametrize("wrong, where, hint", ALIGN_MISTAKES, ids=ALIGN_IDS)
 def test_each_wrong_align_up_is_rejected_with_its_case_and_hint(wrong, where, hint):
     """A catalogued align_up mistake fails on its first wrong case, named, with its hint."""
     msg = _message(mt.exercises.check_align_up, wrong)
@@ -295,7 +301,14 @@ CHUNK_MISTAKES = [  # (wrong answer, what the message says, words of its hint)
 ]
 
 
-@pytest.mark.parametrize("wrong, where, hint", CHUNK_MISTAKES, ids=[f"chunk-mistake-{i}" for i in range(len(CHUNK_MISTAKES))])
+CHUNK_IDS = [
+    "never-grows", "moves-on-when-it-fits-exactly", "new-chunk-not-at-0", "unaligned-in-a-chunk",
+    "no-max-with-the-request", "times-the-last-chunk", "one-chunk-too-many", "last-chunk-dropped",
+    "first-chunk-not-rounded",
+]
+
+
+@pytest.mark.parametrize("wrong, where, hint", CHUNK_MISTAKES, ids=CHUNK_IDS)
 def test_each_wrong_chunk_plan_is_rejected_with_its_case_and_hint(wrong, where, hint):
     """A catalogued chunk_plan mistake fails, naming the case and the block or chunk, with its hint."""
     msg = _message(mt.exercises.check_chunk_plan, wrong)
@@ -515,7 +528,13 @@ ARENA_MISTAKES = [  # (wrong class, the program and step the message names, word
 ]
 
 
-@pytest.mark.parametrize("wrong, where, hint", ARENA_MISTAKES, ids=[f"arena-mistake-{i}" for i in range(len(ARENA_MISTAKES))])
+ARENA_IDS = [
+    "never-grows", "reset-keeps-the-chunk", "new-chunk-not-at-0", "rounds-down", "grows-the-last-chunk",
+    "reset-keeps-before", "init-raises", "alloc-raises", "reset-raises",
+]
+
+
+@pytest.mark.parametrize("wrong, where, hint", ARENA_MISTAKES, ids=ARENA_IDS)
 def test_each_wrong_bump_arena_is_rejected_with_its_program_and_hint(wrong, where, hint):
     """A catalogued BumpArena mistake fails at its first wrong step, named with the calls so far, with its hint."""
     msg = _message(mt.exercises.check_bump_arena, wrong)
