@@ -139,8 +139,6 @@ def check_bump_offsets(fn) -> None:
                 hint = "You forgot the alignment: round the top up before placing the block."
             elif g % a:
                 hint = f"{g} is not a multiple of {a}: every block must start aligned."
-            elif i and g == offsets[i - 1] + -(-sizes[i - 1] // a) * a and g != w:
-                hint = "Round the top (offset + size) up, not only the previous size."
             elif i and got_offsets[i - 1] == offsets[i - 1] and g > w:
                 hint = (f"{g} is aligned but not the first aligned offset at or after the top "
                         f"({top}): that wastes {g - w} bytes.")
@@ -154,9 +152,6 @@ def check_bump_offsets(fn) -> None:
                 hint = ("You also counted the bytes after the LAST block up to the next multiple. "
                         "An arena pads before a block, when the next one arrives; until then the "
                         "bytes after the top are free, not padding.")
-            elif got_padding == sum(-(-n // a) * a - n for n in sizes):
-                hint = ("You rounded every size up to the alignment. Padding is what the arena "
-                        "skips before a block: offsets[i] - (offsets[i-1] + sizes[i-1]).")
             else:
                 hint = "padding = sum over blocks of (offset - top before the block)."
             _fail(msg + "\n" + hint)
