@@ -1,14 +1,23 @@
-"""Tests written against surviving mutants of microtorch/exercises/checking.py (mutation run 5,
-tests/mutation-run-5/exercises-core.md): the messages a checker prints, the labels of switched-off
-engine code, the bare ``@checker`` form, and learners' callables that are not plain functions."""
+"""Tests written against surviving mutants of microtorch/exercises/checking.py, suites.py and
+fallbacks.py (mutation run 5, tests/mutation-run-5/exercises-core.md): the messages a checker
+prints, the labels and refusals of switched-off engine code, the bare ``@checker`` form, learners'
+callables that are not plain functions, what a suite prints and which graph it names when one
+fails, and the fallbacks agreeing with the checkers they stand in for."""
 import functools
 import sys
 import types
 
 import pytest
 
+import numpy as np
+
 import microtorch as mt
-from microtorch.exercises import checking
+from microtorch.exercises import backprop, checking, fallbacks, suites, views
+from microtorch.functions.elementwise import Exp
+from microtorch.functions.reduction import Mean
+
+_ENGINE_ALIGN_UP = mt.memory.align_up
+_ENGINE_TOPO = mt.autograd._topological_order
 
 
 def _check_ok(fn):
@@ -133,3 +142,172 @@ def test_a_raising_function_is_shown_with_its_arguments():
         checking._call(bad, "case 1:", 3, mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
     assert "called as fn(3, <tensor of shape (2, 3)>)" in str(e.value)
     assert "raised ValueError: nope" in str(e.value)
+
+
+def test_the_refusal_says_what_to_write_what_is_off_and_what_to_use_instead():
+    with checking.switched_off("the thing", [(Engine, "method")]):
+        with checking.learner(), pytest.raises(checking.WriteItYourself) as e:
+            Engine().method()
+    assert str(e.value) == (f"this exercise asks you to write the thing yourself: the engine's "
+                            f"{__name__}.Engine.method is switched off while the checker runs your "
+                            "function. Compute the answer with plain Python (and numpy) instead.")
+
+
+def test_a_switched_off_property_still_sets_and_keeps_its_doc_for_the_engine():
+    doc = mt.Tensor.__dict__["data"].__doc__
+    x, t = mt.zeros(3), mt.ones(3)
+    with checking.switched_off("data", [(mt.Tensor, "data")]):
+        assert mt.Tensor.__dict__["data"].__doc__ == doc
+        x.data = t
+        with checking.learner(), pytest.raises(checking.WriteItYourself):
+            x.data
+    assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+class _Cache:
+    def __init__(self):
+        self._value = 1
+
+    @property
+    def value(self):
+        """The cached value."""
+        return self._value
+
+    @value.deleter
+    def value(self):
+        self._value = None
+
+
+def test_a_switched_off_property_still_deletes_for_the_engine():
+    c = _Cache()
+    with checking.switched_off("value", [(_Cache, "value")]):
+        del c.value
+        assert c.value is None
+        with checking.learner(), pytest.raises(checking.WriteItYourself):
+            c.value
+
+
+# -- suites.py ----------------------------------------------------------------------------------
+def _round_up(n, a):
+    return _ENGINE_ALIGN_UP(n, a)
+
+
+def test_a_suite_run_says_how_many_engine_tests_passed_with_the_plug_in(capsys):
+    assert suites.run_suite("align_up", _round_up) == 2
+    assert capsys.readouterr().out == "✓ the engine's own tests with your _round_up plugged in: all 2 pass.\n"
+    assert suites.run_suite("align_up", functools.partial(_round_up)) == 2
+    assert capsys.readouterr().out == "✓ the engine's own tests with your align_up plugged in: all 2 pass.\n"
+    assert suites.run_suite("align_up", _round_up, quiet=True) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_gradient_suites_draw_their_inputs_from_seed_0_whatever_the_global_seed():
+    inputs = []
+    for global_seed in (1, 2):
+        mt.manual_seed(global_seed)
+        inputs.append(suites._gradcheck(lambda a, b: (a * b).sum(), (2, 3), (3,)))
+    g = mt.Generator().manual_seed(0)
+    want = [mt.randn(2, 3, dtype="float64", generator=g), mt.randn(3, dtype="float64", generator=g)]
+    for xs in inputs:
+        assert [x.tolist() for x in xs] == [w.tolist() for w in want]
+
+
+def _preorder(root):
+    """A topological order that visits a node when it is first popped, before all its consumers ran."""
+    out, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            out.append(node)
+            stack.extend(e for e in node.next if isinstance(e, mt.Function))
+    return out
+
+
+def _first_inputs_only(root):
+    """A topological order that follows each node's first input only, as down a chain."""
+    out, node = [], root
+    while isinstance(node, mt.Function):
+        out.append(node)
+        node = node.next[0]
+    return out
+
+
+def _suite_failure(plug, fn):
+    with pytest.raises(AssertionError) as e:
+        suites.run_suite(plug, fn, quiet=True)
+    return str(e.value)
+
+
+def test_a_schedule_that_runs_h_before_all_its_three_uses_fails_on_the_fan_in_graph():
+    assert suites.run_suite("topological_order", lambda root: _ENGINE_TOPO([(root, None, None)]), quiet=True) == 2
+    assert "failed:\nAssertionError: fan-in: h used three times: " in _suite_failure("topological_order", _preorder)
+
+
+def test_a_schedule_that_misses_the_longer_path_fails_on_the_two_path_graph():
+    assert ("failed:\nAssertionError: two paths of different lengths: "
+            in _suite_failure("topological_order", _first_inputs_only))
+
+
+def test_an_engine_op_with_a_wrong_backward_is_named_by_the_graph_that_uses_it(monkeypatch):
+    monkeypatch.setattr(Exp, "backward", staticmethod(lambda ctx, g: g * ctx.saved_tensors[0] * 2.0))
+    with pytest.raises(AssertionError, match="^a chain: "):
+        suites._schedule_grads("deps")
+    monkeypatch.undo()
+    monkeypatch.setattr(Mean, "backward", staticmethod(lambda ctx, g: mt.ones(ctx.shape, dtype=g.dtype) * g))
+    monkeypatch.delattr(Mean, "numpy_backward")
+    with pytest.raises(AssertionError, match="^a small MLP: "):
+        suites._schedule_grads("deps")
+
+
+# -- fallbacks.py: each agrees with the checker it stands in for, on the checker's own cases --------
+def _visible_and_hidden(cases):
+    """A checker's cases, visible run then hidden run."""
+    visible = cases()
+    checking._HIDDEN[0] = True
+    try:
+        return visible + cases()
+    finally:
+        checking._HIDDEN[0] = False
+
+
+def test_the_fallback_extent_gives_the_lowest_and_highest_position_of_every_checker_view():
+    for name, v in _visible_and_hidden(views._extent_cases):
+        p = views._positions(v)
+        assert fallbacks.extent(*views._triple(v)) == (p.min(), p.max()), name
+
+
+def test_the_fallback_shares_element_answers_every_checker_pair_as_the_positions_do():
+    answers = []
+    for name_a, va, name_b, vb in _visible_and_hidden(views._alias_cases):
+        want = bool(np.intersect1d(views._positions(va), views._positions(vb)).size)
+        assert fallbacks.shares_element(views._triple(va), views._triple(vb)) is want, (name_a, name_b)
+        answers.append(want)
+    assert True in answers and False in answers
+
+
+def test_the_fallback_windows_are_the_windows_counted_one_by_one_for_every_checker_signal():
+    for name, sig, size, step in _visible_and_hidden(views._window_cases):
+        length, stride = sig.shape[0], sig.stride(0)
+        assert fallbacks.windows(length, stride, size, step) == views._reference_windows(length, stride, size, step), \
+            (name, size, step)
+
+
+def test_the_fallback_logsumexp_has_the_checkers_values_and_softmax_gradient_on_its_cases():
+    r = np.random.default_rng(0)
+    for what, x0 in _visible_and_hidden(backprop._lse_cases):
+        x = mt.tensor(x0, dtype="float64", requires_grad=True)
+        y = fallbacks.LogSumExp.apply(x)
+        want = backprop._numpy_logsumexp(x0)
+        assert y.dtype == mt.float64 and y.shape == want.shape, what
+        assert np.allclose(y.detach().numpy(), want, rtol=1e-10, atol=1e-10), what
+        g0 = r.standard_normal(want.shape)
+        (y * mt.tensor(g0, dtype="float64")).sum().backward()
+        assert np.allclose(x.grad.numpy(), g0[..., None] * backprop._numpy_softmax(x0), rtol=1e-8, atol=1e-10), what
+
+
+def test_the_fallback_logsumexp_keeps_float32():
+    x0 = np.array([[1000.0, 1001.0, 999.0], [-1.0, 0.0, 0.5]], dtype=np.float32)
+    y = fallbacks.LogSumExp.apply(mt.tensor(x0))
+    assert y.dtype == mt.float32
+    assert np.allclose(y.numpy(), backprop._numpy_logsumexp(x0.astype(np.float64)), rtol=1e-6)
