@@ -452,3 +452,14 @@ def test_an_answer_a_few_parts_per_million_off_is_rejected_as_wrong_numbers():
     rounded = _failure(mt.exercises.check_unbroadcast, UNBROADCAST_MISTAKES["rounded to 2 decimals"])
     assert "Right shape, wrong numbers" in rounded
 
+
+def test_a_negative_index_handled_right_is_not_blamed_for_another_dims_offset():
+    """A right -2 next to a ::-2 started at 0 is told about the offset, not "a negative index counts from the end"."""
+    def wrong(shape, strides, offset, key):
+        negative_int = any(isinstance(k, int) and k < 0 for k in key)
+        return slice_layout(shape, strides, offset, key, "neg_step_starts_at_0" if negative_int else None)
+    fn, calls = _recording(wrong)
+    message = _failure(mt.exercises.check_slice_layout, fn)
+    assert any(isinstance(k, int) and k < 0 for k in calls[-1][3]), message  # the failing key has a negative int
+    assert "The offset moves to the first element of the view" in message
+    assert "A negative index counts from the end" not in message
