@@ -268,8 +268,7 @@ def test_slice_layout_mistakes_get_their_hint(mistake, hint):
 
 
 def test_layout_cases_cover_the_promised_layouts_and_keys():
-    """A fresh contiguous (4, 5, 6), a transposed layout with an offset; ints, negative ints,
-    steps > 1, negative steps and short keys on each."""
+    """The docstring's cases: a fresh contiguous (4, 5, 6), a transposed offset layout, each with every key kind."""
     fresh = _layout_of(mt.zeros(4, 5, 6))
     for cases in _both_case_sets(tensors._layout_cases):
         layouts = {(shape, strides, offset) for shape, strides, offset, key in cases}
