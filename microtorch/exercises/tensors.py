@@ -299,8 +299,9 @@ def check_slice_layout(fn) -> None:
         if len(got[0]) != len(want[0]):
             hint = ("An int index removes its dimension (x[1] of a 3-D x is 2-D); a slice keeps it; dimensions "
                     "the key does not reach are kept whole.")
-        elif any(isinstance(k, int) and k < 0 for k in key) and got[0] == want[0] and got[1] == want[1]:
-            hint = "A negative index counts from the end: i < 0 means n + i."
+        elif (any(isinstance(k, int) and k < 0 for k in key) and got[0] == want[0] and got[1] == want[1]
+              and got[2] == want[2] - sum(n * s for k, n, s in zip(key, shape, strides) if isinstance(k, int) and k < 0)):
+            hint = "A negative index counts from the end: i < 0 means n + i."  # the offset of i taken as is
         elif any(k.step is not None and k.step < 0 for k in slices) and got[0] == want[0] and got[1] != want[1]:
             hint = "A negative step walks backwards: the stride is step · stride (negative), start at the slice's first element."
         elif got[0] != want[0]:
