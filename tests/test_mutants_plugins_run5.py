@@ -1,11 +1,15 @@
 """Tests written against surviving mutants of microtorch/exercises/plugins.py (mutation run 5,
 tests/mutation-run-5/exercises-plugins.md): what the engine does around a learner's plugged-in
 function — the dtype of what it returns, several backward roots, an empty layout or trace, the
-optimizers' refusals and the buffers they hand over."""
+optimizers' refusals and the buffers they hand over; and of microtorch/exercises/capstone.py: the
+cases notebook 13's two checkers run and what their messages say."""
+import contextlib
+
 import numpy as np
 import pytest
 
 import microtorch as mt
+from microtorch.exercises import capstone
 from microtorch.memory.aliasing import byte_extent
 from microtorch.memory.pool import Pool, size_classes
 from microtorch.trace.recorder import Trace
@@ -218,3 +222,169 @@ def test_adam_without_amsgrad_hands_the_plug_in_a_zero_vmax_of_the_parameters_sh
     ((shape, dtype, vmax),) = seen
     assert (shape, dtype) == ((3,), np.float32) and not vmax.any()
     assert np.allclose(p.detach().numpy(), [0.9, 2.1, 2.9])
+
+
+# ==================================================================================================
+# microtorch/exercises/capstone.py (notebook 13)
+# ==================================================================================================
+def fastest_that_fits(budget, results):
+    """The rule of the capstone's docstring, written out."""
+    fits = [(r["step_ms"], r["peak_bytes"], n) for n, r in results.items() if r["peak_bytes"] <= budget]
+    return min(fits)[2] if fits else None
+
+
+def _cases_seen(hidden):
+    """The (budget, results) pairs check_choose_configuration hands to the learner's function."""
+    seen = []
+
+    def recording(budget, results):
+        seen.append((budget, results))
+        return fastest_that_fits(budget, results)
+
+    capstone.check_choose_configuration(recording, hidden=hidden)
+    return seen
+
+
+def test_the_visible_choose_configuration_cases_start_with_the_table_at_its_boundaries(capsys):
+    """the notebook's table at 1,000,000 (all fit), exactly / a byte under each edge, then 40 random tables"""
+    seen = _cases_seen(hidden=False)
+    assert [b for b, _ in seen[:6]] == [1_000_000, 700_000, 699_999, 420_000, 350_000, 299_999]
+    assert all(r == capstone.FIXED for _, r in seen[:6])
+    assert [fastest_that_fits(b, r) for b, r in seen[:6]] == [
+        "step arena", "step arena", "planned arena", "planned arena", "checkpointed", None]
+    assert len(seen) == 46 and "all 46 cases right." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+def test_the_random_choose_configuration_tables_span_their_ranges(hidden):
+    """40 random tables: 2 to 6 of the six names, peaks 50,000-950,000 B in 50,000s, 2.0-7.9 ms in tenths"""
+    seen = _cases_seen(hidden)[0 if hidden else 6:]
+    names = {"pool", "step arena", "planned arena", "checkpointed", "sparse", "mmap"}
+    assert len(seen) == 40
+    assert {len(r) for _, r in seen} == {2, 3, 4, 5, 6}
+    assert set().union(*(r for _, r in seen)) == names
+    peaks = {v["peak_bytes"] for _, r in seen for v in r.values()}
+    assert peaks == {50_000 * i for i in range(1, 20)}
+    times = {v["step_ms"] for _, r in seen for v in r.values()}
+    assert times <= {i / 10 for i in range(20, 80)} and min(times) == 2.0 and max(times) == 7.9
+    kinds = set()
+    for budget, r in seen:
+        ps = [v["peak_bytes"] for v in r.values()]
+        kinds.add("a peak" if budget in ps else "a byte under one" if budget + 1 in ps
+                  else "twice the largest" if budget == 2 * max(ps) else "other")
+    assert kinds == {"a peak", "a byte under one", "twice the largest"}
+
+
+CHOOSE = _solution("13_capstone", "choose_configuration")
+ACTIVATION_PEAK = _solution("13_capstone", "activation_peak")
+
+
+def largest_that_fits(budget, results):
+    """A wrong answer: as much of the budget as possible (the largest peak that fits)."""
+    fits = [(r["peak_bytes"], n) for n, r in results.items() if r["peak_bytes"] <= budget]
+    return max(fits)[1] if fits else None
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+def test_the_notebook_solutions_pass_the_capstone_checkers(hidden, capsys):
+    """notebook 13's choose_configuration and activation_peak pass their checkers, which count their cases"""
+    capstone.check_choose_configuration(CHOOSE, hidden=hidden)
+    capstone.check_activation_peak(ACTIVATION_PEAK, hidden=hidden)
+    out = capsys.readouterr().out
+    assert f"✓ check_choose_configuration: all {40 if hidden else 46} cases right" in out
+    assert f"✓ check_activation_peak: all {30 if hidden else 33} cases right" in out
+
+
+def test_a_wrong_choice_is_told_the_budget_and_the_whole_table():
+    """"<" for "<=": the message opens with the budget and every configuration's peak and time"""
+    with pytest.raises(AssertionError) as info:
+        capstone.check_choose_configuration(lambda b, r: fastest_that_fits(b - 1, r))
+    assert str(info.value).startswith(
+        "for a budget of 700,000 B and {pool: 900,000 B in 4.0 ms, step arena: 700,000 B in 3.6 ms, "
+        "planned arena: 420,000 B in 3.9 ms, checkpointed: 300,000 B in 5.2 ms}: 'planned arena' fits but takes 3.9 ms")
+
+
+def test_a_choice_that_raises_is_told_which_case():
+    """a function that reads results["pool"] raises KeyError on a table without it: the message says which table"""
+    with pytest.raises(AssertionError, match=r"^for a budget of [\d,]+ B and \{[^}]*\}: your function raised KeyError: 'pool'"):
+        capstone.check_choose_configuration(lambda b, r: r["pool"] and fastest_that_fits(b, r))
+
+
+def test_a_configuration_whose_peak_is_the_budget_is_told_it_fits():
+    """the largest that fits, at a budget equal to its peak: "fits but takes", not "over the budget\""""
+    with pytest.raises(AssertionError, match=r"budget of 350,000 B .*'step arena' fits but takes 7.8 ms; 'sparse' fits too"):
+        capstone.check_choose_configuration(largest_that_fits, hidden=True)
+
+
+def _traces_seen(hidden):
+    """The traces check_activation_peak hands to the learner's function."""
+    seen = []
+
+    def recording(tr):
+        seen.append(tr)
+        return ACTIVATION_PEAK(tr)
+
+    capstone.check_activation_peak(recording, hidden=hidden)
+    return seen
+
+
+def _training_step(width, arena):
+    """What notebook 13 records: one cross-entropy step of an MLP 8→width→width→3 on a batch of 20."""
+    mt.manual_seed(width)
+    model = mt.nn.MLP(8, [width, width], 3)
+    x, y = mt.randn(20, 8), mt.randint(0, 3, (20,))
+    with mt.trace() as tr, (mt.memory.step_arena() if arena else contextlib.nullcontext()):
+        mt.nn.functional.cross_entropy(model(x), y).backward()
+    return tr
+
+
+def _memory_events(tr):
+    return [(e["kind"], e.get("tag"), e.get("allocator"), e["nbytes"]) for e in tr.events if e["kind"] in ("alloc", "free")]
+
+
+def test_the_visible_activation_peak_cases_are_three_recorded_steps_then_random_traces():
+    """widths 16, 48 (in a step arena) and 32, recorded; then 30 random traces (30 only, when hidden)"""
+    seen = _traces_seen(hidden=False)
+    assert len(seen) == 33 and len(_traces_seen(hidden=True)) == 30
+    for tr, (width, arena) in zip(seen, [(16, False), (48, True), (32, False)]):
+        assert _memory_events(tr) == _memory_events(_training_step(width, arena)), (width, arena)
+    assert all(tr.events[0]["kind"] == "free" for tr in seen[3:])
+
+
+def test_the_random_activation_traces_free_by_storage_only_and_span_their_ranges():
+    """30 traces a run: a free of storage 7 (4,096 B, from before), then 5-39 allocs and frees of fresh storages"""
+    traces = _traces_seen(hidden=False)[-30:] + _traces_seen(hidden=True)
+    lengths, sizes, tags, most_live = set(), set(), set(), 0
+    for tr in traces:
+        first, *rest = tr.events
+        assert (first["kind"], first["storage"], first["nbytes"]) == ("free", 7, 4096)
+        assert [e["step"] for e in tr.events] == list(range(len(tr.events)))
+        lengths.add(len(rest))
+        live, allocated = set(), set()
+        for e in rest:
+            if e["kind"] == "alloc":
+                assert e["storage"] not in allocated and e["storage"] != 7 and e["nbytes"] % 64 == 0
+                allocated.add(e["storage"])
+                live.add(e["storage"])
+                sizes.add(e["nbytes"])
+                tags.add(e["tag"])
+            else:  # a free names a live storage and says no size: the alloc's size is to be remembered
+                assert e["kind"] == "free" and e["storage"] in live and e["nbytes"] == 0
+                live.remove(e["storage"])
+            most_live = max(most_live, len(live))
+    assert min(lengths) == 5 and max(lengths) == 39
+    assert min(sizes) == 64 and max(sizes) == 63 * 64
+    assert tags == {"activation", "gradient", "tensor"} and most_live >= 3
+
+
+def test_a_wrong_activation_peak_is_told_which_trace():
+    """the messages name the trace: the recorded step (with its MLP, and the step arena) or the random trace's number"""
+    def pool_only(tr):  # right on the pool's traces, wrong under the step arena
+        return ACTIVATION_PEAK(Trace([e for e in tr.events if e.get("allocator") in ("pool", None)]))
+
+    with pytest.raises(AssertionError, match=r"^for a recorded training step \(MLP 8→16→16→3\): the peak"):
+        capstone.check_activation_peak(lambda tr: 0)
+    with pytest.raises(AssertionError, match=r"^for a recorded training step \(MLP 8→48→48→3, step arena\): the peak"):
+        capstone.check_activation_peak(pool_only)
+    with pytest.raises(AssertionError, match=r"^for random trace 1: the peak"):
+        capstone.check_activation_peak(lambda tr: 0, hidden=True)
