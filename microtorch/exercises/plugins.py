@@ -75,10 +75,14 @@ def _engine():
             out, seen = [], set()
             for root, _, _ in roots:
                 if isinstance(root, Function) and root not in seen:
+                    fresh = []
                     for node in fn(root):
                         if node not in seen:
                             seen.add(node)
-                            out.append(node)
+                            fresh.append(node)
+                    # a later root's new nodes run first: they may feed the nodes seen before
+                    # (which never feed them), as in the engine's one post-order over all roots
+                    out = fresh + out
             return out
         return order
 
@@ -87,10 +91,18 @@ def _engine():
             reachable, total = [], {}
             for root, _, _ in roots:
                 if isinstance(root, Function) and root not in total:
-                    for node, c in fn(root).items():
-                        if node not in total:
-                            reachable.append(node)
-                        total[node] = total.get(node, 0) + int(c)
+                    mine = fn(root)
+                    new = [node for node in mine if node not in total]
+                    # a node reached before gains only the edges from the new nodes (the
+                    # learner's counts repeat those among the nodes seen before); a new
+                    # node's consumers are all new, so its count is complete
+                    for node in new:
+                        for e in node.next:
+                            if isinstance(e, Function) and e in total:
+                                total[e] += 1
+                    for node in new:
+                        total[node] = int(mine[node])
+                    reachable += new
             for node in reachable:
                 autograd._alive(node).pending = total[node]
             return reachable
@@ -119,7 +131,9 @@ def _engine():
     def peak(fn):
         def trace_peak(self):
             extra, step = fn(self)
-            start = self.replay().live_bytes()[0] if self.events else 0
+            # what was live before the first event: a baseline's bytes (a hand-written trace
+            # may have none, and its first event's bytes are the learner's to count)
+            start = self.replay().live_bytes()[0] if self.events and self.events[0]["kind"] == "baseline" else 0
             return (start + int(extra), 0 if step is None else int(step))
         return trace_peak
 
