@@ -6,6 +6,7 @@ accepted), the kinds of case the generators promise, case labels that describe t
 and the failure and pass messages a learner reads.
 """
 import contextlib
+import math
 import re
 
 import numpy as np
@@ -450,6 +451,27 @@ def test_an_answer_a_few_parts_per_million_off_is_rejected_as_wrong_numbers():
     assert "Right shape, wrong numbers" in _failure(mt.exercises.check_unbroadcast, wrong)
     rounded = _failure(mt.exercises.check_unbroadcast, UNBROADCAST_MISTAKES["rounded to 2 decimals"])
     assert "Right shape, wrong numbers" in rounded
+
+
+def _past_the_tolerance(values):
+    """``values`` moved just past the checker's tolerance, 1e-6·|v| + 1e-9: 4e-9 further out."""
+    v = np.asarray(values._data, dtype=np.float64)
+    return v + np.where(v < 0, -1.0, 1.0) * (1e-6 * np.abs(v) + 4e-9)
+
+
+def test_an_answer_just_past_1e6_relative_plus_1e9_absolute_is_wrong_numbers():
+    """The checker's tolerance is 1e-6·|value| + 1e-9: 4e-9 beyond it is wrong numbers, not a pass."""
+    wrong = lambda g, shape: _past_the_tolerance(unbroadcast(g, shape))  # noqa: E731
+    assert "Right shape, wrong numbers" in _failure(mt.exercises.check_unbroadcast, wrong)
+
+
+def test_the_averaging_hint_needs_the_copies_times_the_answer_within_the_same_tolerance():
+    """A mean that is also 3 ppm off, or 4e-9 past the tolerance, is not told "you averaged"."""
+    ppm = lambda g, shape: _mean_instead_of_sum(g, shape) * (1 + 3e-6)  # noqa: E731
+    past = lambda g, shape: _past_the_tolerance(unbroadcast(g, shape)) / (g.numel() // math.prod(shape))  # noqa: E731
+    for wrong in (ppm, past):
+        message = _failure(mt.exercises.check_unbroadcast, wrong)
+        assert "Right shape, wrong numbers" in message and "you averaged" not in message
 
 
 def test_a_negative_index_handled_right_is_not_blamed_for_another_dims_offset():
