@@ -146,7 +146,7 @@ def _odd_class(bound):
 
 
 def test_size_classes_gap_too_wide_names_the_worst_request_and_the_class_below():
-    """Powers of two waste up to 49 %: the message gives the worst request, its class and the class below."""
+    """Powers of two waste almost half a block: the message gives the worst request, its class and the class below."""
     msg = _failure(mt.exercises.check_size_classes, _powers_of_two)
     waste, n, c = _worst(_powers_of_two(0.25))
     assert msg.startswith("for bound = 0.25 (25.0%): ")
