@@ -249,7 +249,8 @@ POOL_PROGRAMS = [
     ("the most recently freed block comes back first", 8, [100, 100, 100, ("free", 0), ("free", 2), 100, 100]),
     ("different classes keep different free lists", 4, [64, 200, ("free", 0), 200, 64]),
     ("requests above 1 MiB are served directly, never from a free list", 8,
-     [(1 << 20) + 1, ("free", 0), (1 << 20) + 1, 100]),
+     [(1 << 20) + 1, ("free", 0), (1 << 20) + 1, (1 << 20) + 1, 100]),
+    ("a request of exactly 1 MiB has a class (the last one)", 8, [1 << 20, ("free", 0), 1 << 20]),
     ("reserved counts class sizes, not the requested bytes", 2, [65, 100, 129, ("free", 1), 70]),
 ]
 
