@@ -465,6 +465,22 @@ def test_a_leak_answer_that_raises_value_error_is_told_which_trace():
         assert msg.startswith(CLEAN + " your function raised ValueError: no storage field\n(called as fn(Trace(")
 
 
+def test_a_leak_answer_that_raises_another_error_is_told_which_trace_not_shown_a_traceback():
+    """Any other error (an AttributeError) is reported like every checker's: the trace and 'your function raised'."""
+    def wrong(tr):
+        raise AttributeError("no attribute 'storage'")
+    msg = _message(mt.exercises.check_leaked_storages, wrong)
+    assert msg.startswith(CLEAN + " your function raised AttributeError: no attribute 'storage'\n(called as fn(Trace(")
+
+
+def test_a_leak_stub_still_shows_its_not_implemented_hint():
+    """An exercise not done yet (NotImplementedError) is not turned into 'your function raised'."""
+    def stub(tr):
+        raise NotImplementedError("write leaked_storages")
+    with pytest.raises(NotImplementedError, match="write leaked_storages"):
+        mt.exercises.check_leaked_storages(stub)
+
+
 def test_leaked_storages_is_tried_on_every_leak_case_and_counts_them(capsys):
     """The pairing answer passes; it is called once per trace, and the pass message counts them."""
     spy = _Recorder(leaked_storages)

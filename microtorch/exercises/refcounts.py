@@ -334,6 +334,8 @@ def check_leaked_storages(fn) -> None:
                   "recording started and was freed while recording. Frees of storages you never "
                   "saw allocated are not leaks and not errors: ignore them (set.discard, or "
                   "dict.pop(key, None), instead of remove/del).")
+        except Exception:  # any other error, in the usual words (_call lets a stub's NotImplementedError through)
+            got = _call(fn, where, tr)
         if got is None:
             _fail(f"{where}your function returned None: did you forget `return`?")
         try:
