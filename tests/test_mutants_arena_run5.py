@@ -13,29 +13,16 @@ Record: tests/mutation-run-5/exercises-arena.md.
 """
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 
 import microtorch as mt
 from microtorch.exercises import arena
 
-ROOT = Path(__file__).resolve().parents[1]
+from test_exercise_checkers import _solutions
 
-
-def _notebook_04() -> dict:
-    """The reference answers of notebook 04's solution cells (align_up, bump_offsets, ...)."""
-    nb = json.loads((ROOT / "notebooks" / "04_arena_allocator.ipynb").read_text(encoding="utf-8"))
-    ns = {"mt": mt}
-    for cell in nb["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            exec("".join(cell["source"]), ns)
-    return ns
-
-
-SOLUTION = _notebook_04()
+SOLUTION = _solutions("04_arena_allocator")  # the notebook's reference answers
 align_up = SOLUTION["align_up"]
 bump_offsets = SOLUTION["bump_offsets"]
 chunk_plan = SOLUTION["chunk_plan"]

@@ -14,9 +14,7 @@ Record: tests/mutation-run-5/exercises-refcounts.md.
 """
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -24,23 +22,10 @@ import microtorch as mt
 from microtorch.exercises import checking, refcounts
 from microtorch.recording import Holder
 
-# the wrong peaks test_exercise_checkers.py already writes, reused in this file's catalogue
-from test_exercise_checkers import _peak_at_end, _peak_every_alloc, _peak_last_step, _peak_own_frees_only
+# the notebook loader and the wrong peaks test_exercise_checkers.py already writes
+from test_exercise_checkers import _peak_at_end, _peak_every_alloc, _peak_last_step, _peak_own_frees_only, _solutions
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _notebook_03() -> dict:
-    """The reference answers of notebook 03's solution cells (refcounts_after, peak_extra_bytes)."""
-    nb = json.loads((ROOT / "notebooks" / "03_refcounts_and_lifetimes.ipynb").read_text(encoding="utf-8"))
-    ns = {"mt": mt}
-    for cell in nb["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            exec("".join(cell["source"]), ns)
-    return ns
-
-
-SOLUTION = _notebook_03()
+SOLUTION = _solutions("03_refcounts_and_lifetimes")  # the notebook's reference answers
 refcounts_after = SOLUTION["refcounts_after"]
 peak_extra_bytes = SOLUTION["peak_extra_bytes"]
 
