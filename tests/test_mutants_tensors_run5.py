@@ -15,6 +15,8 @@ import pytest
 import microtorch as mt
 from microtorch.exercises import checking, tensors
 
+from test_exercise_checkers import _solutions
+
 
 # -- helpers -----------------------------------------------------------------------------------
 @contextlib.contextmanager
@@ -64,17 +66,10 @@ def _layout_of(t):
     return tuple(t.shape), tuple(t.stride()), t.storage_offset()
 
 
-# -- right answers, written as the notebook's solutions are ------------------------------------
-def contiguous_strides(shape):
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
-
-
-def element_offset(index, strides, offset):
-    return offset + sum(i * s for i, s in zip(index, strides))
+# -- right answers: notebook 01's solutions, and variants of them with one mistake each ---------
+SOLUTION = _solutions("01_tensors_and_graphs")
+contiguous_strides = SOLUTION["contiguous_strides"]
+element_offset = SOLUTION["element_offset"]
 
 
 def slice_layout(shape, strides, offset, key, mistake=None):
