@@ -484,10 +484,11 @@ def test_rise_slideshow_runs_a_player(browser, lab):
         deck = page.locator(f"{DECK} .jp-Notebook").first
         deck.focus()
         cells = len(json.loads(path.read_text(encoding="utf-8"))["cells"])
-        # The active cell: has it run (a code cell with a number in its prompt)?
+        # The active cell: has it run, or is it queued or running ("[*]")? A code cell with a number
+        # or a star in its prompt is not run again: Shift+Enter on a queued cell would run it twice.
         ran_js = (f"() => {{ const a = document.querySelector('{DECK} .jp-mod-active');"
                   f" return !!a && a.matches('.jp-CodeCell') &&"
-                  f" /\\d/.test(a.querySelector('.jp-InputPrompt').textContent); }}")
+                  f" /[\\d*]/.test(a.querySelector('.jp-InputPrompt').textContent); }}")
         for _ in range(2 * cells):  # at most two presses a cell; Escape: back to command mode
             if page.evaluate(f"() => /\\d/.test({prompt}.textContent)"):
                 break
