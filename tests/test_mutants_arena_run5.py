@@ -20,6 +20,7 @@ import pytest
 import microtorch as mt
 from microtorch.exercises import arena
 
+from checker_probes import Recorder as _Recorder, failure as _message
 from test_exercise_checkers import _solutions
 
 SOLUTION = _solutions("04_arena_allocator")  # the notebook's reference answers
@@ -29,29 +30,12 @@ chunk_plan = SOLUTION["chunk_plan"]
 BumpArena = SOLUTION["BumpArena"]
 
 
-def _message(check, answer, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(answer, **kwargs)
-    return str(info.value)
-
-
 def _except_on(solution, case, change):
     """The notebook's solution, except on the case called with ``case``: there ``change(answer)``."""
     def answer(*args):
         right = solution(*args)
         return change(right) if args == tuple(case) else right
     return answer
-
-
-class _Recorder:
-    """A right answer (the notebook's) that records the arguments of every call."""
-
-    def __init__(self, solution):
-        self.solution, self.calls = solution, []
-
-    def __call__(self, *args):
-        self.calls.append(args)
-        return self.solution(*args)
 
 
 def _is_power_of_two(a) -> bool:

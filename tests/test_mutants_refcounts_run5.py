@@ -23,6 +23,7 @@ from microtorch.exercises import checking, refcounts
 from microtorch.recording import Holder
 
 # the notebook loader and the wrong peaks test_exercise_checkers.py already writes
+from checker_probes import Recorder as _Recorder, failure as _message
 from test_exercise_checkers import _peak_at_end, _peak_every_alloc, _peak_last_step, _peak_own_frees_only, _solutions
 
 SOLUTION = _solutions("03_refcounts_and_lifetimes")  # the notebook's reference answers
@@ -39,23 +40,6 @@ def leaked_storages(trace):
         else:
             alive.discard(e["storage"])
     return alive
-
-
-def _message(check, answer, **kwargs) -> str:
-    with pytest.raises(AssertionError) as info:
-        check(answer, **kwargs)
-    return str(info.value)
-
-
-class _Recorder:
-    """A right answer that records the arguments of every call."""
-
-    def __init__(self, solution):
-        self.solution, self.calls = solution, []
-
-    def __call__(self, *args):
-        self.calls.append(args)
-        return self.solution(*args)
 
 
 def _cases_counted(out: str, name: str) -> int:

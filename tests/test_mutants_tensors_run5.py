@@ -15,6 +15,7 @@ import pytest
 import microtorch as mt
 from microtorch.exercises import checking, tensors
 
+from checker_probes import failure
 from test_exercise_checkers import _solutions
 
 
@@ -46,9 +47,7 @@ def _recording(answer):
 
 
 def _failure(check, fn, hidden=False):
-    with pytest.raises(AssertionError) as info:
-        check(fn, hidden=hidden)
-    return str(info.value)
+    return failure(check, fn, hidden=hidden)
 
 
 class _Keys:
