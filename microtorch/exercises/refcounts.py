@@ -12,6 +12,7 @@ programs are switched off. The peak is checked against a running sum over the tr
 from __future__ import annotations
 
 import contextlib
+import gc
 
 from ..recording import Holder
 from .checking import _call, _fail, _passed, checker, hidden, learner, rng
@@ -240,11 +241,19 @@ def _indent(text: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # Exercise 2: find the leak in a trace
 # ----------------------------------------------------------------------------------------------
+def _fresh_trace():
+    """A new ``Trace``, after a garbage collection: storages earlier code left unreachable are
+    freed now, not while a case records (their frees would make the trace depend on what ran before)."""
+    from ..trace.recorder import Trace
+
+    gc.collect()
+    return Trace()
+
+
 def _leak_cases():
     """``(what, trace)``: small programs recorded by the engine, some leaking, some not."""
     from ..creation import manual_seed, randn
     from ..functions.loss import mse_loss
-    from ..trace.recorder import Trace
     from ..nn import MLP
     from ..grad_mode import no_grad
     from ..optim import SGD
@@ -257,7 +266,7 @@ def _leak_cases():
 
     def train(n, keep):
         kept = []
-        tr = Trace()
+        tr = _fresh_trace()
         with tr:
             for _ in range(n):
                 opt.zero_grad()
@@ -275,7 +284,7 @@ def _leak_cases():
 
     def evaluate(n, keep, grad):
         kept = []
-        tr = Trace()
+        tr = _fresh_trace()
         with tr:
             for _ in range(n):
                 if grad:
@@ -293,7 +302,7 @@ def _leak_cases():
     cases.append(("an evaluation loop under no_grad that keeps the loss tensors (2 batches)", tr))
 
     early = randn(64, 64)  # made before recording, freed while it records
-    tr = Trace()
+    tr = _fresh_trace()
     with tr:
         del early
         scratch = randn(32, 32)
@@ -382,10 +391,9 @@ check_leaked_storages = checker(check_leaked_storages)
 def _peak_cases():
     """``(what, trace)``: the leak cases, and random programs of tensors made and deleted."""
     from ..creation import Generator, randn
-    from ..trace.recorder import Trace
 
     cases, keep = _leak_cases()
-    tr = Trace()
+    tr = _fresh_trace()
     with tr:  # the same peak twice: the answer is the FIRST step that reaches it
         a = randn(100)
         del a
@@ -397,7 +405,7 @@ def _peak_cases():
     for k in range(8 if hidden() else 3):
         before = [randn(int(r.integers(1, 64)), generator=g) for _ in range(3)]  # made before recording
         alive, lines = {}, []
-        tr = Trace()
+        tr = _fresh_trace()
         with tr:
             for i in range(int(r.integers(4, 12))):
                 if alive and r.random() < 0.4:
