@@ -96,6 +96,10 @@ def slice_layout(shape, strides, offset, key, mistake=None):
             new_shape.append(count)
             new_strides.append({"no_step": s, "abs_step": s * abs(step)}.get(mistake, s * step))
         else:
+            if not -n <= k < n and mistake not in ("no_bounds_check", "value_error_out_of_range"):
+                raise IndexError(f"index {k} is out of range for dimension {d} with size {n}")
+            if not -n <= k < n and mistake == "value_error_out_of_range":
+                raise ValueError(f"bad index {k}")
             if mistake == "keep_int_dim":
                 new_shape.append(1)
                 new_strides.append(s)
@@ -260,6 +264,42 @@ def test_check_slice_layout_rejects_each_catalogued_mistake(mistake, hidden):
 def test_slice_layout_mistakes_get_their_hint(mistake, hint):
     """Each mistake is told what it got wrong (an int's offset, a wrapped 0, a negative step's stride)."""
     assert hint in _failure(mt.exercises.check_slice_layout, _layout_mistake(mistake))
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_an_int_out_of_range_must_raise_index_error(hidden):
+    """Notebook 01: an index out of range raises IndexError; a layout that wraps it around is rejected."""
+    fn, calls = _recording(_layout_mistake("no_bounds_check"))
+    message = _failure(mt.exercises.check_slice_layout, fn, hidden)
+    shape, strides, offset, key = calls[-1]
+    d = next(d for d, k in enumerate(key) if isinstance(k, int) and not -shape[d] <= k < shape[d])
+    assert message.startswith(f"for x of shape {shape} and {tensors._slice_words(key)} (key = {key!r}): "
+                              f"you returned {slice_layout(shape, strides, offset, key, 'no_bounds_check')!r}; ")
+    assert (f"index {key[d]} is out of range for dimension {d} of size {shape[d]} (it takes -{shape[d]} ≤ i < "
+            f"{shape[d]}): raise IndexError, as x[key] does.") in message
+
+
+def test_another_error_for_an_int_out_of_range_is_named():
+    """A function that raises ValueError instead is told which error it raised and which one x[key] raises."""
+    message = _failure(mt.exercises.check_slice_layout, _layout_mistake("value_error_out_of_range"))
+    assert "your function raised ValueError: bad index" in message
+    assert "raise IndexError, as x[key] does." in message
+
+
+def test_out_of_range_cases_are_what_the_engine_refuses():
+    """Each out-of-range case has exactly one int out of range, at the dimension it names, past either end and
+    after a slice; the engine's own x[key] raises IndexError on it."""
+    cases = tensors._out_of_range_cases()
+    ends = set()
+    for shape, strides, offset, key, d in cases:
+        out = [i for i, k in enumerate(key) if isinstance(k, int) and not -shape[i] <= k < shape[i]]
+        assert out == [d], key
+        ends.add(key[d] < 0)
+        with pytest.raises(IndexError):
+            mt.arange(4096.).as_strided(shape, strides, offset)[key]
+    assert ends == {True, False}
+    assert any(isinstance(k, slice) for *_, key, d in cases for k in key[:d])
+    assert {strides for _, strides, *_ in cases} == {(30, 6, 1), (1, 6, 30)}
 
 
 def test_layout_cases_cover_the_promised_layouts_and_keys():

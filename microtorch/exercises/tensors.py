@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..creation import arange, randn
-from .checking import HIDDEN_SEED, _as_array, _call, _fail, _passed, checker, hidden, rng
+from .checking import HIDDEN_SEED, WriteItYourself, _as_array, _call, _fail, _passed, checker, hidden, learner, rng
 
 
 STRIDE_CASES = [(5,), (2, 3), (3, 4, 5), (4, 1, 3), (2, 3, 4, 5), (7, 1), ()]
@@ -265,6 +265,31 @@ def _layout_cases():
     return cases
 
 
+def _out_of_range_cases():
+    """``(shape, strides, offset, key, d)``: keys whose int at dimension ``d`` is out of range
+    (one past either end, also after a slice and in a transposed layout)."""
+    c = ((4, 5, 6), (30, 6, 1), 0)
+    t = ((6, 5, 4), (1, 6, 30), 7)
+    return [(*c, (4,), 0), (*c, (-5,), 0), (*c, (slice(1, 3), 5), 1), (*t, (0, 0, -5), 2), (*t, (6, 1), 0)]
+
+
+def _check_index_error(fn, shape, strides, offset, key, d) -> None:
+    """An int out of range at dimension ``d`` of ``key`` must raise IndexError, as ``x[key]`` does."""
+    where = f"for x of shape {shape} and {_slice_words(key)} (key = {key!r}):"
+    why = (f"index {key[d]} is out of range for dimension {d} of size {shape[d]} (it takes "
+           f"-{shape[d]} ≤ i < {shape[d]}): raise IndexError, as x[key] does.")
+    try:
+        with learner():
+            got = fn(shape, strides, offset, key)
+    except IndexError:
+        return
+    except (NotImplementedError, WriteItYourself):
+        raise
+    except Exception as exc:
+        _fail(f"{where} your function raised {type(exc).__name__}: {exc}\n{why}")
+    _fail(f"{where} you returned {got!r}; {why}")
+
+
 def _layout_blocks():
     from ..functions import shape as shape_ops
     from ..functions.strided import as_strided
@@ -277,7 +302,8 @@ def check_slice_layout(fn) -> None:
     """``fn(shape, strides, offset, key) -> (shape, strides, offset)``: the layout of the view
     ``x[key]`` of a tensor with that layout, ``key`` a tuple of ints and slices (basic
     indexing: always a view). Checked against numpy's view of the same layout, on fixed and
-    random keys (the engine's indexing and ``as_strided`` are switched off meanwhile).
+    random keys (the engine's indexing and ``as_strided`` are switched off meanwhile); an int
+    out of range must raise ``IndexError``.
     """
     cases = _layout_cases()
     for shape, strides, offset, key in cases:
@@ -313,7 +339,10 @@ def check_slice_layout(fn) -> None:
             hint = ("The offset moves to the first element of the view: offset + Σ start·stride over the "
                     "dimensions (an int index counts as its start)" + (", even for a dimension an int removes." if ints else "."))
         _fail(msg + "\n" + hint)
-    _passed("check_slice_layout", len(cases))
+    bad = _out_of_range_cases()
+    for case in bad:
+        _check_index_error(fn, *case)
+    _passed("check_slice_layout", len(cases) + len(bad))
 
 
 check_slice_layout = checker("slice_layout", blocks=_layout_blocks)(check_slice_layout)
