@@ -143,3 +143,16 @@ def test_a_missed_leak_is_told_who_holds_it_at_the_end():
             seen[what] += len(held) > 1 and all(h.startswith("the graph node ") for h in held)
     # without no_grad and without backward the graph stays: an activation held by two nodes' saved slots
     assert seen["an evaluation loop WITHOUT no_grad that keeps the loss tensors (2 batches)"] > 0
+
+
+def test_each_loop_that_keeps_its_losses_leaks_one_scalar_per_step_or_batch_its_label_counts():
+    """'(3 steps)', '(2 batches)': as many 4-byte losses leak, and each batch leaks the same storages."""
+    cases, _keep = refcounts._leak_cases()
+    kept = [(what, tr) for what, tr in cases if "keeps the loss tensors" in what]
+    assert len(kept) == 3
+    for what, tr in kept:
+        n = int(re.search(r"\((\d+) (?:steps|batches)\)$", what).group(1))
+        leaks = refcounts.leaks_of(tr)
+        sizes = sorted(e["nbytes"] for e in tr.filter("alloc") if e["storage"] in leaks)
+        assert sizes.count(4) == n, (what, sizes)
+        assert len(sizes) % n == 0 and sizes == sorted(sizes[::n] * n), (what, sizes)
