@@ -8,7 +8,8 @@ checkers) and ``exercises/suites.py`` (the peak suite's training step).
 * the leak checker's messages after the traces were made reproducible (each case now records after a
   garbage collection): a storage wrongly called leaked is told when it was freed, even when its free
   is the trace's last event; a leak missed is told who holds it at the end, as the trace's refcount
-  events say, in the holder words (the tensor, the graph node's saved slot).
+  events say, in the holder words (the tensor, the graph node's saved slot); and the loops that keep
+  their losses leak one 4-byte loss per step or batch their labels count.
 
 Record: tests/mutation-run-6/exercises-refcounts-suites.md.
 """
