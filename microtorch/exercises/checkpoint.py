@@ -133,6 +133,7 @@ CHAIN_CASES = [  # (layers, budget): shown in the notebook
     ([(3, 10, 2, 1), (1, 10, 2, 1), (2, 1, 1, 1), (5, 8, 8, 0)], 22),
     ([(1, 5, 5, 3), (9, 5, 1, 3), (1, 5, 5, 3)], 14),
     ([(1, 4, 4, 0)] * 4, 3),                                   # nothing fits: None
+    ([(2, 5, 4, 0), (3, 2, 5, 1), (1, 0, 2, 0), (3, 5, 4, 0)], 10),  # layer 1 outputs more than it saved
 ]
 
 
@@ -216,8 +217,8 @@ def _check_chain_answer(where, layers, budget, got, best_time=None, best_segs=No
     if peak > budget:
         _fail(f"{where} your schedule {segs} peaks at {peak} > budget {budget}. Remember the peak of a "
               "checkpointed segment: the bytes kept so far (its own output included) plus everything it "
-              "recomputes (its layers' saved bytes but its output) plus its workspace — not only what "
-              "the forward keeps.")
+              "recomputes (its layers' saved bytes, less min(saved, output) of its last layer: its output "
+              "is kept) plus its workspace — not only what the forward keeps.")
     if t > best_time + 1e-9:
         best_peak = reference_peak_time(layers, best_segs)[0]
         exact = (" It peaks exactly at the budget: a peak equal to the budget fits (≤)."
