@@ -71,6 +71,20 @@ contiguous_strides = SOLUTION["contiguous_strides"]
 element_offset = SOLUTION["element_offset"]
 
 
+def _in_range(k, n):
+    return -n <= k < n
+
+
+BOUNDS = {  # the bounds check of an int index, as the mistakes below write it
+    "no_bounds_check": lambda k, n: True,
+    "value_error_out_of_range": _in_range,  # raises ValueError where IndexError is due
+    "allows_n": lambda k, n: -n <= k <= n,
+    "allows_minus_n_minus_1": lambda k, n: -n - 1 <= k < n,
+    "only_upper_bound": lambda k, n: k < n,
+    "only_lower_bound": lambda k, n: k >= -n,
+}
+
+
 def slice_layout(shape, strides, offset, key, mistake=None):
     """The right layout of x[key]; ``mistake`` names one of the wrong variants below."""
     new_shape, new_strides = [], []
@@ -96,10 +110,9 @@ def slice_layout(shape, strides, offset, key, mistake=None):
             new_shape.append(count)
             new_strides.append({"no_step": s, "abs_step": s * abs(step)}.get(mistake, s * step))
         else:
-            if not -n <= k < n and mistake not in ("no_bounds_check", "value_error_out_of_range"):
-                raise IndexError(f"index {k} is out of range for dimension {d} with size {n}")
-            if not -n <= k < n and mistake == "value_error_out_of_range":
-                raise ValueError(f"bad index {k}")
+            if not BOUNDS.get(mistake, _in_range)(k, n):
+                raise (ValueError if mistake == "value_error_out_of_range" else IndexError)(
+                    f"index {k} is out of range for dimension {d} with size {n}")
             if mistake == "keep_int_dim":
                 new_shape.append(1)
                 new_strides.append(s)
@@ -279,10 +292,18 @@ def test_an_int_out_of_range_must_raise_index_error(hidden):
             f"{shape[d]}): raise IndexError, as x[key] does.") in message
 
 
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("mistake", ["allows_n", "allows_minus_n_minus_1", "only_upper_bound", "only_lower_bound"])
+def test_each_off_by_one_bounds_check_is_rejected(mistake, hidden):
+    """k == n, k == -n - 1 and a check of one end only are caught, each told to raise IndexError."""
+    message = _failure(mt.exercises.check_slice_layout, _layout_mistake(mistake), hidden)
+    assert "is out of range for dimension" in message and "raise IndexError, as x[key] does." in message
+
+
 def test_another_error_for_an_int_out_of_range_is_named():
     """A function that raises ValueError instead is told which error it raised and which one x[key] raises."""
     message = _failure(mt.exercises.check_slice_layout, _layout_mistake("value_error_out_of_range"))
-    assert "your function raised ValueError: bad index" in message
+    assert "your function raised ValueError: index" in message
     assert "raise IndexError, as x[key] does." in message
 
 
@@ -300,6 +321,15 @@ def test_out_of_range_cases_are_what_the_engine_refuses():
     assert ends == {True, False}
     assert any(isinstance(k, slice) for *_, key, d in cases for k in key[:d])
     assert {strides for _, strides, *_ in cases} == {(30, 6, 1), (1, 6, 30)}
+
+
+def test_the_negative_index_hint_looks_at_the_negative_ints_only(monkeypatch):
+    """On x[0, -2] an answer that takes -2 as is hears that a negative index counts from the end: the int 0
+    beside it does not change the hint."""
+    monkeypatch.setattr(tensors, "_layout_cases", lambda: [((4, 5, 6), (30, 6, 1), 0, (0, -2))])
+    message = _failure(mt.exercises.check_slice_layout, _layout_mistake("negative_as_is"))
+    assert "offset -12; the view has shape (6,), strides (1,), offset 18." in message
+    assert "A negative index counts from the end: i < 0 means n + i." in message
 
 
 def test_layout_cases_cover_the_promised_layouts_and_keys():
