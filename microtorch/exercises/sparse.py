@@ -262,8 +262,11 @@ def _spmm_cases():
              ("a wide output (4 columns)", 3, 2, 4, 4, True)]
     fixed = [] if hidden() else fixed
     for what, m, k, n, nnz, unique in fixed:
-        yield (what,) + _random_pattern(fixed_rng, m, k, nnz, unique) + (
-            np.round(fixed_rng.standard_normal((k, n)), 2), np.round(fixed_rng.standard_normal((m, n)), 2))
+        rows, cols, values = _random_pattern(fixed_rng, m, k, nnz, unique)
+        if not unique:  # the case promises a repeated position: the last element repeats the first
+            rows[-1], cols[-1] = rows[0], cols[0]
+        yield (what, rows, cols, values, np.round(fixed_rng.standard_normal((k, n)), 2),
+               np.round(fixed_rng.standard_normal((m, n)), 2))
     r = rng()
     for _ in range(20 if hidden() else 6):
         m, k, n = (int(x) for x in r.integers(1, 7, 3))
