@@ -131,6 +131,31 @@ def _csr_of_the_transpose(rows, cols, values, shape):
     return coo_to_csr(cols, rows, values, shape[::-1])
 
 
+def _csr_pointers_shifted_one_row(rows, cols, values, shape):
+    """crow[i + 1] = where row i - 1 ends: the running total one row late."""
+    return (np.r_[0, 0, np.cumsum(_counts(rows, shape))[:-1]],) + coo_to_csr(rows, cols, values, shape)[1:]
+
+
+def _csr_searchsorted_unsorted_rows(rows, cols, values, shape):
+    """np.searchsorted(rows, ...) on the rows as given, not sorted first."""
+    return (np.searchsorted(rows, np.arange(shape[0] + 1)),) + coo_to_csr(rows, cols, values, shape)[1:]
+
+
+def _csr_columns_decreasing(rows, cols, values, shape):
+    order = np.lexsort((-cols, rows))
+    return coo_to_csr(rows, cols, values, shape)[0], cols[order], values[order]
+
+
+def _csr_by_row_only_values_unmoved(rows, cols, values, shape):
+    return coo_to_csr(rows, cols, values, shape)[0], cols[np.argsort(rows, kind="stable")], values
+
+
+def _csr_rows_in_column_order(rows, cols, values, shape):
+    """The right pointers, then the row indices (not the columns) in column order."""
+    order = np.lexsort((rows, cols))
+    return coo_to_csr(rows, cols, values, shape)[0], rows[order], values[order]
+
+
 def _csr_crow_two_dimensional(rows, cols, values, shape):
     crow, c, v = coo_to_csr(rows, cols, values, shape)
     return crow[None, :], c, v
@@ -168,6 +193,15 @@ CSR_MISTAKES = [  # (wrong answer, the case the message names, the hint with the
      "[(1, 1.0), (3, 2.0)]."),
     (_csr_of_the_transpose, NOTEBOOK, "crow_indices must have rows + 1 = 3 entries, yours has 4 (it describes 3 rows). "
      "Expected [0, 1, 3]."),
+    (_csr_pointers_shifted_one_row, NOTEBOOK, "crow_indices [0, 0, 1] must start at 0, never decrease and end at nnz "
+     "= 3. Expected [0, 1, 3]."),
+    (_csr_searchsorted_unsorted_rows, NO_ORDER, "crow_indices differ from position 2: yours [0, 2, 4, 5], expected "
+     "[0, 2, 3, 5] (row i holds the elements whose row index is i)."),
+    (_csr_columns_decreasing, NOTEBOOK, "row 1 holds the right elements but its columns [2, 0] are not sorted; CSR "
+     "keeps the columns of each row in increasing order (expected [0, 2])."),
+    (_csr_by_row_only_values_unmoved, NO_ORDER, "row 0 should hold (column, value) pairs [(0, 4.0), (3, 2.0)], yours "
+     "holds [(3, 1.0), (0, 2.0)]."),
+    (_csr_rows_in_column_order, NOTEBOOK, "row 0 should hold (column, value) pairs [(2, 3.0)], yours holds [(1, 4.0)]."),
     (_csr_crow_two_dimensional, NOTEBOOK, "crow_indices must have rows + 1 = 3 entries, yours has (1, 3) (it describes "
      "? rows). Expected [0, 1, 3]."),
     (_csr_drops_last_column_index, NOTEBOOK, "col_indices and values must have nnz = 3 entries each; yours have (2,) "
@@ -186,12 +220,39 @@ CSR_MISTAKES = [  # (wrong answer, the case the message names, the hint with the
 @pytest.mark.parametrize("wrong, where, hint", CSR_MISTAKES, ids=[
     "no-leading-0", "counts-not-running-total", "no-minlength", "no-trailing-nnz", "crow-off-by-one",
     "unique-counts-skip-empty-rows", "sorted-by-row-only", "lexsort-keys-swapped", "values-not-moved",
-    "nothing-sorted", "csr-of-the-transpose", "crow-2d", "drops-a-column-index", "returns-None",
+    "nothing-sorted", "csr-of-the-transpose", "pointers-shifted-one-row", "searchsorted-unsorted-rows",
+    "columns-decreasing", "by-row-only-values-unmoved", "rows-in-column-order", "crow-2d", "drops-a-column-index", "returns-None",
     "two-arrays", "not-a-tuple", "ragged", "raises"])
 def test_each_wrong_coo_to_csr_is_rejected_with_its_case_and_hint(wrong, where, hint):
     """A catalogued COO → CSR mistake fails on its first wrong case, named, with its hint and numbers."""
     msg = _message(mt.exercises.check_coo_to_csr, wrong)
     assert msg.startswith(where) and hint in msg
+
+
+def _except_on(case, change):
+    """The notebook's coo_to_csr, except on the case with these rows: there ``change(rows, cols, values, shape)``."""
+    def answer(rows, cols, values, shape):
+        if rows.tolist() == case[0].tolist() and cols.tolist() == case[1].tolist():
+            return change(rows, cols, values, shape)
+        return coo_to_csr(rows, cols, values, shape)
+    return answer
+
+
+def test_row_counts_as_pointers_are_recognised_also_with_empty_last_rows():
+    """The counts hint also where the counts end in empty rows (bincount with minlength)."""
+    case = sparse.CSR_CASES[2][1:]
+    msg = _message(mt.exercises.check_coo_to_csr, _except_on(case, _csr_counts_not_running_total))
+    assert msg.startswith(EMPTY_ROWS) and ("your crow_indices [0, 1, 0, 0, 2, 0, 0] hold each row's count; they must "
+                                           "be the running total (cumsum) of the counts") in msg
+
+
+def test_pointers_that_go_down_are_told_the_three_rules():
+    """A crow that starts at 0 and ends at nnz but decreases somewhere: start at 0, never decrease, end at nnz."""
+    case = sparse.CSR_CASES[1][1:]
+    msg = _message(mt.exercises.check_coo_to_csr, _except_on(
+        case, lambda r, c, v, s: (np.r_[0, _counts(r, s)[:-1], r.size],) + coo_to_csr(r, c, v, s)[1:]))
+    assert msg.startswith(NO_ORDER) and ("crow_indices [0, 2, 1, 5] must start at 0, never decrease and end at nnz = "
+                                         "5. Expected [0, 2, 3, 5].") in msg
 
 
 def test_a_square_csr_of_the_transpose_gets_the_transposed_hint():
@@ -205,8 +266,9 @@ def test_a_square_csr_of_the_transpose_gets_the_transposed_hint():
 
 
 def test_a_csr_answer_as_engine_tensors_or_lists_is_read():
-    """The checker reads tensors (their data) and lists as the arrays of the answer."""
+    """The checker reads tensors (their data, also of tensors that require grad) and lists as the arrays."""
     mt.exercises.check_coo_to_csr(lambda *a: tuple(mt.tensor(x) for x in coo_to_csr(*a)))
+    mt.exercises.check_coo_to_csr(lambda *a: coo_to_csr(*a)[:2] + (mt.tensor(coo_to_csr(*a)[2], requires_grad=True),))
     mt.exercises.check_coo_to_csr(lambda *a: [x.tolist() for x in coo_to_csr(*a)])
 
 
