@@ -756,3 +756,82 @@ def test_each_engine_sparse_function_is_switched_off_while_checking(call, name, 
     msg = _message(check, answer)
     assert f"this exercise asks you to write {exercise} yourself: the engine's {name} is switched off" in msg
     call()
+
+
+# -- the hint builders on hand-made answers: which hint, and the tolerances ------------------
+def _diagnosed(diagnose, *args) -> str:
+    with pytest.raises(AssertionError) as info:
+        diagnose("w:", *args)
+    return str(info.value)
+
+
+def test_a_mistake_only_on_square_matrices_is_rejected_there():
+    """Keys swapped only when rows == columns: the first square random case, the general row message."""
+    def answer(rows, cols, values, shape):
+        return (_csr_lexsort_keys_swapped if shape[0] == shape[1] else coo_to_csr)(rows, cols, values, shape)
+
+    msg = _message(mt.exercises.check_coo_to_csr, answer)
+    assert msg.startswith("case 'random case (3×3)'") and "should hold (column, value) pairs" in msg
+
+
+def test_coalesce_hints_on_hand_made_answers():
+    """A dropped position of sum 0.5 is not 'a zero'; rows out of order within a column; 0 must be 0 within 1e-9."""
+    idx, vals = np.array([[0, 1], [0, 1]]), np.array([0.5, 2.])
+    widx, wvals = sparse.reference_coalesce(idx, vals, (2, 2))
+    assert _diagnosed(sparse._diagnose_coalesce, np.array([[1], [1]]), np.array([2.]), widx, wvals, idx, vals) == \
+        "w: your positions [(1, 1)] should be [(0, 0), (1, 1)]."
+    idx, vals = np.array([[0, 1, 0], [0, 0, 1]]), np.array([1., 2., 3.])
+    widx, wvals = sparse.reference_coalesce(idx, vals, (2, 2))
+    msg = _diagnosed(sparse._diagnose_coalesce, np.array([[1, 0, 0], [0, 0, 1]]), np.array([2., 1., 3.]), widx,
+                     wvals, idx, vals)
+    assert msg == ("w: your positions [(1, 0), (0, 0), (0, 1)] are not sorted row-major (by row, then column): "
+                   "expected [(0, 0), (0, 1), (1, 0)].")
+    idx, vals = np.array([[0, 0], [1, 1]]), np.array([2.5, -2.5])
+    widx, wvals = sparse.reference_coalesce(idx, vals, (1, 2))
+    msg = _diagnosed(sparse._diagnose_coalesce, widx, np.array([5e-9]), widx, wvals, idx, vals)
+    assert msg == "w: the value at position (0, 1) should be 0 (the sum of its entries), yours is 5e-09."
+
+
+SQUARE = (np.array([0, 0, 1]), np.array([1, 1, 0]), np.array([1., 2., 5.]),
+          np.array([[0.5, -1., 2.], [1.5, 0.25, -0.75]]), np.array([[1., 2., -1.], [0.5, -2., 3.]]))
+
+
+def _spmm_diagnosed(gv, gD, case=SQUARE) -> str:
+    rows, cols, values, D, G = case
+    wv, wD = sparse.reference_spmm_backward(rows, cols, values, D, G)
+    return _diagnosed(sparse._diagnose_spmm, np.asarray(gv, float), np.asarray(gD, float), wv, wD, rows, cols,
+                      values, D, G)
+
+
+def test_spmm_hints_on_hand_made_answers_with_a_repeated_position():
+    """Each dD mistake on a 2×2 S storing (0, 1) twice gets its own hint, and only that one."""
+    rows, cols, values, D, G = SQUARE
+    wv, wD = sparse.reference_spmm_backward(rows, cols, values, D, G)
+    A, last = _matrix(rows, cols, values, (2, 2)), np.zeros((2, 2))
+    last[rows, cols] = values
+    assert "your grad_D is right except where a position is stored twice" in _spmm_diagnosed(wv, last.T @ G)
+    assert _spmm_diagnosed(wv, last.T @ G + 0.5).startswith("w: grad_D should be Sᵀ @ G =")
+    assert _spmm_diagnosed(wv, np.zeros_like(D)).startswith("w: grad_D should be Sᵀ @ G =")
+    assert _spmm_diagnosed(wv, A @ G).startswith("w: your grad_D is S @ G")
+    assert _spmm_diagnosed(wv, A @ G + 0.5).startswith("w: grad_D should be Sᵀ @ G =")
+    assert _spmm_diagnosed(wv, wD + 0.5).startswith("w: grad_D should be Sᵀ @ G =")
+
+
+def test_spmm_grad_values_within_1e_8_only_and_a_swap_only_when_exact():
+    """grad_values off by 0.5 at one element is named there; a swap plus 0.5 is not called a swap."""
+    rows, cols, values, D, G = SQUARE
+    wv, wD = sparse.reference_spmm_backward(rows, cols, values, D, G)
+    off = wv + np.array([0., 0.5, 0.])
+    assert _spmm_diagnosed(off, wD) == (f"w: grad_values[1] (element at (0, 1)) should be G[0] · D[1] = {wv[1]:.6g}, "
+                                        f"yours is {off[1]:.6g}.")
+    swapped = np.einsum("ej,ej->e", G[cols], D[rows])
+    assert "rows and columns swapped" in _spmm_diagnosed(swapped, wD)
+    assert _spmm_diagnosed(swapped + 0.5, wD).startswith("w: grad_values[0] (element at (0, 1)) should be")
+
+
+def test_a_grad_values_of_grad_d_shape_is_not_called_swapped_outputs():
+    """grad_values shaped like D while grad_D is right: told the shape of grad_values, not 'returned in the wrong order'."""
+    rows, cols, values, D, G = SQUARE
+    wv, wD = sparse.reference_spmm_backward(rows, cols, values, D, G)
+    assert _spmm_diagnosed(np.zeros_like(D), wD) == ("w: grad_values must have one entry per stored element, shape "
+                                                     "(3,); yours is (2, 3).")

@@ -240,7 +240,7 @@ def _diagnose_coalesce(where, idx, vals, widx, wvals, in_idx, in_vals):
     if sorted(vals.tolist()) == sorted(wvals.tolist()):
         _fail(f"{where} your values {vals.tolist()} are the right numbers in the wrong places: move each "
               f"value with its position when you sort. Expected {wvals.tolist()}.")
-    k = int(np.flatnonzero(~np.isclose(vals, wvals))[0])
+    k = int(np.flatnonzero(~np.isclose(vals, wvals, atol=1e-9))[0])  # the tolerance of the test above
     _fail(f"{where} the value at position {keys[k]} should be {wvals[k]:g} (the sum of its entries), yours "
           f"is {vals[k]:g}.")
 
