@@ -775,7 +775,7 @@ def test_a_mistake_only_on_square_matrices_is_rejected_there():
 
 
 def test_coalesce_hints_on_hand_made_answers():
-    """A dropped position of sum 0.5 is not 'a zero'; rows out of order within a column; 0 must be 0 within 1e-9."""
+    """A dropped position of sum 0.5 is not 'a zero'; rows out of order within a column are not column-major."""
     idx, vals = np.array([[0, 1], [0, 1]]), np.array([0.5, 2.])
     widx, wvals = sparse.reference_coalesce(idx, vals, (2, 2))
     assert _diagnosed(sparse._diagnose_coalesce, np.array([[1], [1]]), np.array([2.]), widx, wvals, idx, vals) == \
@@ -786,6 +786,10 @@ def test_coalesce_hints_on_hand_made_answers():
                      wvals, idx, vals)
     assert msg == ("w: your positions [(1, 0), (0, 0), (0, 1)] are not sorted row-major (by row, then column): "
                    "expected [(0, 0), (0, 1), (1, 0)].")
+
+
+def test_a_value_5e_9_off_a_zero_sum_is_named_fixed():
+    """A zero sum must be 0 within 1e-9: the value is named (it raised IndexError before the fix)."""
     idx, vals = np.array([[0, 0], [1, 1]]), np.array([2.5, -2.5])
     widx, wvals = sparse.reference_coalesce(idx, vals, (1, 2))
     msg = _diagnosed(sparse._diagnose_coalesce, widx, np.array([5e-9]), widx, wvals, idx, vals)
