@@ -240,7 +240,7 @@ def _diagnose_coalesce(where, idx, vals, widx, wvals, in_idx, in_vals):
     if sorted(vals.tolist()) == sorted(wvals.tolist()):
         _fail(f"{where} your values {vals.tolist()} are the right numbers in the wrong places: move each "
               f"value with its position when you sort. Expected {wvals.tolist()}.")
-    k = int(np.flatnonzero(~np.isclose(vals, wvals))[0])
+    k = int(np.flatnonzero(~np.isclose(vals, wvals, atol=1e-9))[0])  # the tolerance of the test above
     _fail(f"{where} the value at position {keys[k]} should be {wvals[k]:g} (the sum of its entries), yours "
           f"is {vals[k]:g}.")
 
@@ -262,8 +262,11 @@ def _spmm_cases():
              ("a wide output (4 columns)", 3, 2, 4, 4, True)]
     fixed = [] if hidden() else fixed
     for what, m, k, n, nnz, unique in fixed:
-        yield (what,) + _random_pattern(fixed_rng, m, k, nnz, unique) + (
-            np.round(fixed_rng.standard_normal((k, n)), 2), np.round(fixed_rng.standard_normal((m, n)), 2))
+        rows, cols, values = _random_pattern(fixed_rng, m, k, nnz, unique)
+        if not unique:  # the case promises a repeated position: the last element repeats the first
+            rows[-1], cols[-1] = rows[0], cols[0]
+        yield (what, rows, cols, values, np.round(fixed_rng.standard_normal((k, n)), 2),
+               np.round(fixed_rng.standard_normal((m, n)), 2))
     r = rng()
     for _ in range(20 if hidden() else 6):
         m, k, n = (int(x) for x in r.integers(1, 7, 3))
