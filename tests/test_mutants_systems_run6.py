@@ -186,6 +186,22 @@ def test_each_wrong_thread_cache_is_rejected_with_its_case_and_hint(wrong, where
     assert msg.startswith(where + " ") and words in msg
 
 
+def test_a_cache_that_hands_out_a_held_block_is_told_the_block_the_threads_and_the_step():
+    """A block handed out twice: the message names it, the thread it went to, the holder, the step."""
+    msg = _message(mt.exercises.check_thread_cache, _PeeksInsteadOfPopping)
+    found = re.fullmatch(rf"{re.escape(CASE_1)} block (\d+) was handed to thread ([01]) while thread ([01]) still "
+                         r"held it \(step (\d+)\): a block left the cache without being removed from it, or was "
+                         "taken twice", msg)
+    assert found and 0 <= int(found.group(1)) < 10_000 and found.group(2) == found.group(3)  # no cross frees here
+    assert 1 <= int(found.group(4)) < 200  # the second allocation at the earliest, within the 200 steps
+
+
+def test_a_cache_that_raises_is_told_the_thread_and_the_error():
+    """An exception in the learner's cache is reported with the thread, its type and its text."""
+    msg = _message(mt.exercises.check_thread_cache, _RaisesOnFree)
+    assert re.fullmatch(rf"{re.escape(CASE_1)} thread [01]: your cache raised KeyError: \d+", msg)
+
+
 def test_a_cache_that_takes_the_lock_too_often_is_told_its_counts():
     """The lock message counts the lock, the allocations and frees, and the batches needed."""
     counts = {"calls": 0}
@@ -1004,7 +1020,7 @@ def test_the_layout_choices_are_the_ones_the_notebook_names():
 
 
 # ----------------------------------------------------------------------------------------------
-# the three checker fixes of this run (they fail on the code before them)
+# the four checker fixes of this run (they fail, or hang, on the code before them)
 # ----------------------------------------------------------------------------------------------
 class _FlushKeepsTheBlocks(ThreadCache):
     def flush(self):
@@ -1018,6 +1034,34 @@ def test_a_flush_that_keeps_its_blocks_is_rejected():
     assert re.match(rf"{re.escape(CASE_1)} thread [01]: after flush\(\) your cache still holds \d+ blocks, which "
                     r"are central's again: a later alloc\(\) would hand out a block central also has\. Empty the "
                     r"cache in flush\(\)$", msg)
+
+
+def _first_cache_never_gives_back():
+    """The notebook's cache, except that the first one made (one thread of case 1) never gives blocks back."""
+    made = []
+
+    class OneHoards(ThreadCache):
+        def __init__(self, central, capacity, batch):
+            super().__init__(central, capacity, batch)
+            made.append(self)
+
+        def free(self, block):
+            if self is made[0]:
+                self.blocks.append(block)
+            else:
+                super().free(block)
+    return OneHoards
+
+
+def test_a_problem_in_one_thread_does_not_leave_the_others_waiting():
+    """Only one thread's cache goes past capacity: the checker still finishes, with that message."""
+    result = []
+    runner = threading.Thread(target=lambda: result.append(_message(mt.exercises.check_thread_cache,
+                                                                    _first_cache_never_gives_back())), daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive(), "the checker hangs: a thread waits at the barrier for one that has stopped"
+    assert result[0].startswith(f"{CASE_1} after a free, a thread's cache holds 9 blocks; capacity is 8")
 
 
 def test_a_best_fit_hint_lists_the_free_blocks_as_they_were_before_the_request():

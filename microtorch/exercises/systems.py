@@ -106,6 +106,7 @@ def _thread_run(cache_cls, capacity, batch, plans, cross):
                             problems.append(f"block {b!r} was handed to thread {k} while thread "
                                             f"{ledger[b]} still held it (step {step}): a block left the "
                                             "cache without being removed from it, or was taken twice")
+                            barrier.abort()  # the other threads must not wait for this one at the barrier
                             return
                         ledger[b] = k
                     live.append(b)
@@ -122,10 +123,12 @@ def _thread_run(cache_cls, capacity, batch, plans, cross):
                         held = len(cache)
                     except TypeError:
                         problems.append("len(cache) must say how many blocks the cache holds: define __len__")
+                        barrier.abort()
                         return
                     if held > capacity:
                         problems.append(f"after a free, a thread's cache holds {held} blocks; capacity is "
                                         f"{capacity}: give a batch back to central when it grows past it")
+                        barrier.abort()
                         return
             barrier.wait()
             while not mailboxes[k].empty():
