@@ -106,6 +106,7 @@ def _thread_run(cache_cls, capacity, batch, plans, cross):
                             problems.append(f"block {b!r} was handed to thread {k} while thread "
                                             f"{ledger[b]} still held it (step {step}): a block left the "
                                             "cache without being removed from it, or was taken twice")
+                            barrier.abort()  # the other threads must not wait for this one at the barrier
                             return
                         ledger[b] = k
                     live.append(b)
@@ -122,10 +123,12 @@ def _thread_run(cache_cls, capacity, batch, plans, cross):
                         held = len(cache)
                     except TypeError:
                         problems.append("len(cache) must say how many blocks the cache holds: define __len__")
+                        barrier.abort()
                         return
                     if held > capacity:
                         problems.append(f"after a free, a thread's cache holds {held} blocks; capacity is "
                                         f"{capacity}: give a batch back to central when it grows past it")
+                        barrier.abort()
                         return
             barrier.wait()
             while not mailboxes[k].empty():
@@ -136,6 +139,10 @@ def _thread_run(cache_cls, capacity, batch, plans, cross):
                     del ledger[b]
                 cache.free(b)
             cache.flush()
+            if len(cache):
+                problems.append(f"thread {k}: after flush() your cache still holds {len(cache)} blocks, which are "
+                                "central's again: a later alloc() would hand out a block central also has. "
+                                "Empty the cache in flush()")
         except threading.BrokenBarrierError:
             pass
         except (NotImplementedError, WriteItYourself) as exc:  # the stub's hint, or a delegation
@@ -271,13 +278,13 @@ def check_best_fit(alloc_cls) -> None:
                 _call(mine.free, f"{where} after {done},", off)
                 done.append(f"free({off})")
                 continue
+            free_before = sorted(ref.free)
             want = ref.alloc(n)
             got = _call(mine.alloc, f"{where} after {done or 'nothing'},", n)
             if got != want:
                 size = -(-n // round_to) * round_to
-                free_now = sorted(ref.free if want is None else ref.free + [(want, size)])
                 hint = ("" if want is None else
-                        f" The free blocks were (offset, size) {free_now}; the smallest that holds "
+                        f" The free blocks were (offset, size) {free_before}; the smallest that holds "
                         f"{size} B (the request rounded up to {round_to}) starts at {want}.")
                 if want is None:
                     hint = " No free block was large enough: return None."
@@ -343,7 +350,7 @@ def check_numa_layout(fn) -> None:
     for _ in range(8):
         m, k, n = rng.choice([1000, 4000, 16000]), rng.choice([1000, 8000]), rng.choice([500, 4000])
         need = (m * k + m * n + k * n) * 4
-        mem = rng.choice([need, int(need * 0.75), 10 * need])  # sometimes B cannot be replicated
+        mem = rng.choice([need, (need + k * n * 4) // 2 - 1, 10 * need])  # sometimes B cannot be replicated
         randomized.append((m, k, n, numa.Topology(memory_bytes=mem, remote_latency_ns=rng.choice([120.0, 200.0]),
                                                   remote_gbps=rng.choice([10.0, 25.0]))))
     for i, (m, k, n, t) in enumerate(cases + randomized):
