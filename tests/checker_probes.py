@@ -1,5 +1,7 @@
-"""Probes the exercise-checker tests share: the message a checker fails with, and an answer that
-records how the checker called it."""
+"""Probes the exercise-checker tests share: the message a checker fails with, an answer that
+records how the checker called it, and the number of cases a pass message counts."""
+import re
+
 import pytest
 
 
@@ -19,3 +21,8 @@ class Recorder:
     def __call__(self, *args):
         self.calls.append(args)
         return self.solution(*args)
+
+
+def cases_counted(out: str, name: str) -> int:
+    """N of a checker's pass message '✓ name: all N cases right'."""
+    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))

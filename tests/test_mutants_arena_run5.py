@@ -13,14 +13,12 @@ Record: tests/mutation-run-5/exercises-arena.md.
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
 import microtorch as mt
 from microtorch.exercises import arena
 
-from checker_probes import Recorder as _Recorder, failure as _message
+from checker_probes import Recorder as _Recorder, failure as _message, cases_counted as _cases_counted
 from test_exercise_checkers import _solutions
 
 SOLUTION = _solutions("04_arena_allocator")  # the notebook's reference answers
@@ -40,11 +38,6 @@ def _except_on(solution, case, change):
 
 def _is_power_of_two(a) -> bool:
     return isinstance(a, int) and a > 0 and a & (a - 1) == 0
-
-
-def _cases_counted(out: str, name: str) -> int:
-    """N of the pass message '✓ name: all N cases right'."""
-    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))
 
 
 # ----------------------------------------------------------------------------------------------

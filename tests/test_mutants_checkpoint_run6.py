@@ -29,18 +29,13 @@ from microtorch.exercises import check_optimal_chain, check_sqrt_segments
 from microtorch.exercises import checkpoint as ex
 from microtorch.utils import checkpoint as C
 
-from checker_probes import Recorder, failure
+from checker_probes import Recorder, failure, cases_counted as _cases_counted
 from test_exercise_checkers import _solutions
 
 SOLUTION = _solutions("10_recomputation")  # the notebook's reference answers
 SOLUTION["math"] = math                   # (imported by the notebook's first cell)
 sqrt_segments = SOLUTION["sqrt_segments"]
 optimal_chain = SOLUTION["optimal_chain"]
-
-
-def _cases_counted(out: str, name: str) -> int:
-    """N of the pass message '✓ name: all N cases right'."""
-    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))
 
 
 def _only_on_call(number, solution, wrong):

@@ -23,7 +23,7 @@ from microtorch.exercises import checking, refcounts
 from microtorch.recording import Holder
 
 # the notebook loader and the wrong peaks test_exercise_checkers.py already writes
-from checker_probes import Recorder as _Recorder, failure as _message
+from checker_probes import Recorder as _Recorder, failure as _message, cases_counted as _cases_counted
 from test_exercise_checkers import _peak_at_end, _peak_every_alloc, _peak_last_step, _peak_own_frees_only, _solutions
 
 SOLUTION = _solutions("03_refcounts_and_lifetimes")  # the notebook's reference answers
@@ -40,11 +40,6 @@ def leaked_storages(trace):
         else:
             alive.discard(e["storage"])
     return alive
-
-
-def _cases_counted(out: str, name: str) -> int:
-    """N of the pass message '✓ name: all N cases right'."""
-    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))
 
 
 def _replace(program, old, new):

@@ -25,18 +25,13 @@ import microtorch as mt
 from microtorch.exercises import checking, sparse
 from microtorch.sparse import spmm as engine_spmm
 
-from checker_probes import Recorder as _Recorder, failure as _message
+from checker_probes import Recorder as _Recorder, failure as _message, cases_counted as _cases_counted
 from test_exercise_checkers import _solutions
 
 SOLUTION = _solutions("11_sparse_gradients")  # the notebook's reference answers
 coo_to_csr = SOLUTION["coo_to_csr"]
 coalesce = SOLUTION["coalesce"]
 spmm_backward = SOLUTION["spmm_backward"]
-
-
-def _cases_counted(out: str, name: str) -> int:
-    """N of the pass message '✓ name: all N cases right'."""
-    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))
 
 
 def _generated(cases, hidden: bool = False) -> list:

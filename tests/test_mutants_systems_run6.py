@@ -27,18 +27,13 @@ import microtorch as mt
 from microtorch.exercises import systems
 from microtorch.memory import numa
 
-from checker_probes import Recorder as _Recorder, failure as _message
+from checker_probes import Recorder as _Recorder, failure as _message, cases_counted as _cases_counted
 from test_exercise_checkers import _solutions
 
 SOLUTION = _solutions("12_systems")  # the notebook's reference answers
 ThreadCache = SOLUTION["ThreadCache"]
 BestFitAllocator = SOLUTION["BestFitAllocator"]
 choose_layout = SOLUTION["choose_layout"]
-
-
-def _cases_counted(out: str, name: str) -> int:
-    """N of the pass message '✓ name: all N cases right'."""
-    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))
 
 
 # ----------------------------------------------------------------------------------------------
