@@ -1,5 +1,6 @@
 """`make mutate`'s per-module test table ([tool.microtorch.mutate-tests] in pyproject.toml) and
 the plugin applying it (tests/mutmut_select.py): tests/README.md, "Mutation testing"."""
+import ast
 import tomllib
 from pathlib import Path
 
@@ -17,6 +18,29 @@ def test_every_test_file_the_table_names_exists_and_every_prefix_is_a_module():
         assert (ROOT.joinpath(*parts).with_suffix(".py").is_file() or ROOT.joinpath(*parts).is_dir()), prefix
         for f in files:
             assert (ROOT / f).is_file(), f"{prefix}: {f} does not exist (renamed? update pyproject.toml)"
+
+
+def _redefined(tree) -> list[str]:
+    """Names of the functions and classes a module (or class body) defines more than once (a
+    property's setter, ``@name.setter``, is not a second definition)."""
+    seen, twice = set(), []
+    for node in tree.body:
+        accessor = any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
+                       for d in getattr(node, "decorator_list", ()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not accessor:
+            twice += [node.name] if node.name in seen else []
+            seen.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                twice += [f"{node.name}.{n}" for n in _redefined(node)]
+    return twice
+
+
+def test_no_module_defines_a_function_twice():
+    """mutmut names a mutant by its function, and a second ``def`` of one name takes over the
+    first one's mutants, so every checker using the first would run the second's code."""
+    twice = {str(p.relative_to(ROOT)): _redefined(ast.parse(p.read_text(encoding="utf-8")))
+             for p in sorted((ROOT / "microtorch").rglob("*.py"))}
+    assert {p: names for p, names in twice.items() if names} == {}
 
 
 def test_the_plugin_is_loaded_by_mutmut():

@@ -401,7 +401,7 @@ def _positions_of(shape, strides) -> np.ndarray:
     return (np.asarray(strides, dtype=np.int64)[:, None] * idx).sum(axis=0) if shape else np.zeros(1, dtype=np.int64)
 
 
-def _view_blocks():
+def _view_strides_blocks():
     from ..functions import shape as shape_ops
     from ..functions.strided import as_strided
     from ..tensor import Tensor
@@ -460,4 +460,4 @@ def check_view_strides(fn) -> None:
     _passed("check_view_strides", len(cases))
 
 
-check_view_strides = checker("view_strides", blocks=_view_blocks)(check_view_strides)
+check_view_strides = checker("view_strides", blocks=_view_strides_blocks)(check_view_strides)
