@@ -16,7 +16,6 @@ Record: tests/mutation-run-7/exercises-planning.md.
 from __future__ import annotations
 
 import ast
-import re
 
 import pytest
 
@@ -24,7 +23,7 @@ import microtorch as mt
 from microtorch.exercises import planning as ex
 from microtorch.planning import Program, plan
 
-from checker_probes import Recorder as _Recorder, failure as _message
+from checker_probes import Recorder as _Recorder, failure as _message, cases_counted as _cases_counted
 from test_exercise_checkers import _solutions
 
 SOLUTION = _solutions("09_liveness_and_planning")  # the notebook's reference answers
@@ -38,11 +37,6 @@ NOTEBOOK_LOOP = Program.from_blocks({
     "loop": (["t = s + i", "s = t", "i = i + 1", "branch i < n"], ["loop", "exit"]),
     "exit": (["return s"], []),
 }, sizes={"n": 4}, default_size=4)
-
-
-def _cases_counted(out: str, name: str) -> int:
-    """N of a checker's pass message '✓ name: all N cases right'."""
-    return int(re.search(f"✓ {name}: all (\\d+) cases right", out).group(1))
 
 
 def _except_on(solution, case_index, change, calls=None):
