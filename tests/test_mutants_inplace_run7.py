@@ -38,6 +38,7 @@ from microtorch.memory.inplace_analysis import VARIANTS
 
 from checker_probes import Recorder, cases_counted, failure
 from test_exercise_checkers import _solutions
+from test_mutants_memory_run4 import _Program
 
 torch = pytest.importorskip("torch")
 
@@ -519,6 +520,84 @@ def test_names_of_hand_written_events():
               tensor(10)]
     assert ex._names(events) == {1: "w", 2: "a number", 3: "t3", 4: "t4", 5: "a number", 6: "a number",
                                  7: "late", 8: "kept", 9: "t9x", 10: "a number"}
+
+
+def _rewrite_program(op="Relu"):
+    """The engine test's hand-written trace: ``op`` (relu_ and the other variants that keep their output)
+    runs in place into t2, and then saves its result t3, which a later neg would overwrite; Mul saves t5
+    (its own input) and the caller's t1."""
+    p = _Program()
+    p.tensor(1)
+    p.made("Neg", [1], 2)
+    p.made(op, [2], 3, node=4, saved=[2])  # recorded saving its input; the variant saves its output instead
+    p.free(2)
+    p.made("Neg", [3], 5, node=6, next=[4])
+    p.made("Exp", [5], 7, node=8, saved=[7], next=[6])
+    p.made("Mul", [5, 1], 9, node=10, saved=[5, 1], next=[8, None])
+    for sid in (3, 5, 7, 9):
+        p.free(sid)
+    return p.events
+
+
+@pytest.mark.parametrize("op", ["Relu", "Exp", "Sigmoid", "Tanh", "Sqrt"])
+def test_facts_are_as_the_plan_sees_them_after_an_earlier_rewrite(op):
+    """Once the op runs as its variant (relu_, exp_, ...), it no longer keeps its input t2 (its own save: fine)
+    but keeps its output t3: the neg that would overwrite t3 sees '<variant> (rewritten in place)', as the
+    plan's reason says. Hand-worked facts."""
+    events = _rewrite_program(op)
+    method = VARIANTS[op][0]
+    want = [
+        ("t2 = neg(t1)", "t1", (T, F, None, F, F, ("Mul",), ("Mul",), T)),
+        (f"t3 = {op.lower()}(t2)", "t2", (T, T, None, F, T, (), (), F)),
+        ("t5 = neg(t3)", "t3", (T, T, None, F, F, (f"{method} (rewritten in place)",), (), F)),
+        ("t7 = exp(t5)", "t5", (T, T, None, F, F, ("Mul",), ("Mul",), F)),
+        ("t9 = mul(t5, t1)", "t5", (T, T, "t1", F, T, (), (), F)),
+    ]
+    assert [(c.line, c.overwrites, _facts(c)) for c in candidates(events)] == want
+    cases = ex._cases(events)
+    assert [says for _, says, _ in cases] == [F, T, F, F, T]
+    assert cases[2][2].reason.startswith(f"t3 is the result of {method} (step ")
+    assert f"  saved by other ops           : {method} (rewritten in place)\n" in str(cases[2][0])
+
+
+def test_two_nodes_that_save_the_same_bytes_are_listed_once_each():
+    """B saved by D = B * B (one node, both factors) and by E = B * A: relu(B) lists Mul twice (two nodes)."""
+    A = _named(mt.randn(4, dtype="float64", requires_grad=True), "A")
+
+    def body():
+        B = _named(A + 1.0, "B")
+        C = _named(B.relu(), "C")
+        D = _named(B * B, "D")
+        E = _named(B * A, "E")
+        return _named(_named(C + D, "G") + E, "H").sum()
+    with mt.trace() as tr:
+        body().backward()
+    got = {(c.line, c.overwrites): c for c in candidates(tr)}
+    relu = got[("C = relu(B)", "B")]
+    assert relu.saved_by == ("Mul", "Mul") and relu.later_reads[:2] == ("Mul", "Mul")
+    dd = [c for c in candidates(tr) if c.line == "D = mul(B, B)"]
+    assert len(dd) == 2 and all(c.saved_by == ("Mul",) and c.saved_by_itself and c.other_needs_grad for c in dd)
+
+
+def test_an_op_run_in_place_into_its_second_input_and_a_program_input_dropped_inside():
+    """S = A + E: A is the caller's, so the plan writes into E (input 1), and the candidate list stops there;
+    a tensor made before the program and dropped inside it is not alive at its end (nor made by an op)."""
+    A = _named(mt.randn(4, dtype="float64"), "A")
+    X = _named(mt.randn(4, dtype="float64"), "X")
+    box = [X]
+    del X
+    with mt.trace() as tr:
+        with mt.no_grad():
+            E = _named(A * 3.0, "E")
+            S = _named(A + E, "S")
+            del E
+            Y = _named(box.pop() * 2.0, "Y")  # the last reference to X goes with this statement
+            out = (S + Y).sum()
+            del S, Y
+    cases = [(c.line, c.overwrites, says, c.alive_at_end, c.made_by_op) for c, says, _ in ex._cases(tr)]
+    assert ("S = add(A, E)", "A", F, T, F) in cases and ("S = add(A, E)", "E", T, F, T) in cases
+    assert ("Y = mul(X, a number)", "X", F, F, F) in cases
+    assert out is not None
 
 
 # ----------------------------------------------------------------------------------------------
