@@ -23,6 +23,7 @@ exercises-inplace-programs.md).
 """
 from __future__ import annotations
 
+import functools
 import re
 from contextlib import contextmanager
 
@@ -150,13 +151,11 @@ def test_the_inputs_are_in_each_ops_domain_and_have_both_signs_elsewhere():
         assert np.all(np.isfinite(asked["log"])) and np.any(asked["log"] < 0) and np.any(asked["log"] > 0)
         x = -asked["neg"]
         fixed = 5  # at least as many fixed inputs as the test above finds
+        assert np.any(x[:fixed] < 0) and np.any(x[:fixed] > 0), "fixed inputs of both signs"
         assert np.any(x[fixed:] < 0) and np.any(x[fixed:] > 0), "random inputs of both signs"
-        assert np.all(np.abs(x) <= 3.5) and np.all(np.abs(x[fixed:]) > 0)
-        assert np.any(np.arctanh(asked["tanh"][fixed:]) < 0) and np.any(asked["tanh"][fixed:] > 0)
+        assert np.any(asked["tanh"][fixed:] < 0) and np.any(asked["tanh"][fixed:] > 0)
         relu = asked["relu"]
         assert np.any(relu == 0) and np.any(relu > 0)
-        square, absz = asked["square"], asked["abs"]
-        assert np.all(square > 0) and np.all(absz > 0)  # no x = 0, where x and −x would agree
 
 
 def test_the_right_answers_pass_and_the_message_counts_the_ops(capsys):
@@ -340,6 +339,16 @@ def test_the_tolerance_is_float64_tight():
     msg = failure(mt.exercises.check_derivative_from_output,
                   _wrong_on("exp", lambda z: np.exp(z) * (1 + 1e-11)))
     assert AS_IF in msg
+
+
+def test_the_as_if_hint_needs_the_slopes_at_x_equal_z_to_the_same_tolerance():
+    """Told 'you used z as if it were the input' only within 1e-7 relative + 1e-9 of those slopes, the
+    tolerance an answer gets: 6e-9 beyond it, the generic hint."""
+    def near(z, extra):
+        b = np.exp(z)
+        return b + 1e-9 + 1e-7 * b + extra
+    assert AS_IF not in failure(mt.exercises.check_derivative_from_output, _wrong_on("exp", lambda z: near(z, 6e-9)))
+    assert AS_IF in failure(mt.exercises.check_derivative_from_output, _wrong_on("exp", lambda z: near(z, -2e-9)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -600,6 +609,24 @@ def test_an_op_run_in_place_into_its_second_input_and_a_program_input_dropped_in
     assert out is not None
 
 
+def test_after_a_parameter_moves_each_op_is_judged_on_the_bytes_it_read():
+    """Module.to() inside the program gives W new bytes: Y = W * 2 read the old ones (freed by the move:
+    not alive at the end), Z = W * 3 the new ones, which the caller still holds (the trace's lifetimes)."""
+    lin = mt.nn.Linear(4, 3)
+    W = _named(lin.weight, "W")
+    with mt.trace() as tr:
+        with mt.no_grad():
+            Y = _named(W * 2.0, "Y")
+            lin.to("float64")
+            Z = _named(W * 3.0, "Z")
+            del Y, Z
+    alive = {lt.storage: lt.death is None for lt in tr.lifetimes()}
+    reads = [e["input_storages"][0] for e in tr.events if e["kind"] == "op"]
+    got = [(c.line, c.alive_at_end) for c in candidates(tr) if c.overwrites == "W"]
+    assert got == [("Y = mul(W, a number)", alive[reads[0]]), ("Z = mul(W, a number)", alive[reads[1]])]
+    assert got == [("Y = mul(W, a number)", F), ("Z = mul(W, a number)", T)]
+
+
 # ----------------------------------------------------------------------------------------------
 # every program the checker records: the facts against the engine
 # ----------------------------------------------------------------------------------------------
@@ -613,16 +640,17 @@ def _hidden_run():
         checking._HIDDEN[0] = before
 
 
+@functools.lru_cache(maxsize=None)
 def _all_programs():
+    """(title, trace) of the hand-worked programs and of every program the checker records, visible and hidden."""
     out = [("notebook training", _notebook_program(True)), ("notebook inference", _notebook_program(False)),
            ("view", _view_program()[0])]
     out += [(title, run()) for title, run in ex._inplace_programs()]
     with _hidden_run():
         out += [(title, run()) for title, run in ex._inplace_programs()]
-    return out
+    return tuple(out)
 
 
-PROGRAMS = _all_programs()
 INPUTS = {"x", "W", "b", "A", "V", "c", "a number"}  # the programs' inputs: data, parameters, constants
 
 
@@ -642,106 +670,112 @@ def _tensor_events(tr):
     return last
 
 
-@pytest.mark.parametrize("title, tr", PROGRAMS, ids=[f"p{k}" for k in range(len(PROGRAMS))])
-def test_the_candidates_are_the_plans_ops_and_inputs_in_program_order(title, tr):
+@pytest.mark.parametrize("part", [0, 1])
+def test_the_candidates_are_the_plans_ops_and_inputs_in_program_order(part):
     """One candidate per op with an in-place variant and input it may overwrite, in program order, up to the
     input the plan chose; named by the tensors' names; the verdicts are the plan's."""
-    plan = mt.memory.inplace_plan(tr)
-    tensors = _tensor_events(tr)
-    forward = [e for e in tr.events if e["kind"] == "op" and e["phase"] == "forward"]
-    assert len(forward) == len(plan.decisions)
-    want = []
-    for e, d in zip(forward, plan.decisions):
-        if e["op"] not in VARIANTS or d.reason in ("already an in-place op",) or d.reason.startswith("a view op"):
-            continue
-        method, positions = VARIANTS[e["op"]]
-        for p in positions:
-            if p < len(e["inputs"]) and not (d.inplace and p > d.position):
-                want.append((e["op"], method, e["inputs"][p], e["output"], d.inplace and p == d.position))
-    cases = ex._cases(tr)
-    assert len(cases) == len(want) > 0
-    for (c, says, d), (op, method, tid, out, accepted) in zip(cases, want):
-        assert (c.op, c.method, says) == (op, method, accepted), title
-        name = tensors[tid].get("name")
-        assert c.overwrites == name if name else re.fullmatch(r"a number|t%d" % tid, c.overwrites)
-        out_name = tensors[out].get("name") or f"t{out}"
-        assert c.line.startswith(f"{out_name} = {op.lower()}(") or c.line.startswith(f"a number = {op.lower()}(")
-        assert c.line.endswith(")") and c.line.count(", ") == len(next(ev for ev in forward if ev["output"] == out)["inputs"]) - 1
-        assert can_run_in_place(c) == says == ex.reference_verdict(c)
+    programs = _all_programs()
+    for title, tr in programs[:3] if part == 0 else programs[3:]:
+        plan = mt.memory.inplace_plan(tr)
+        tensors = _tensor_events(tr)
+        forward = [e for e in tr.events if e["kind"] == "op" and e["phase"] == "forward"]
+        assert len(forward) == len(plan.decisions)
+        want = []
+        for e, d in zip(forward, plan.decisions):
+            if e["op"] not in VARIANTS or d.reason in ("already an in-place op",) or d.reason.startswith("a view op"):
+                continue
+            method, positions = VARIANTS[e["op"]]
+            for p in positions:
+                if p < len(e["inputs"]) and not (d.inplace and p > d.position):
+                    want.append((e["op"], method, e["inputs"][p], e["output"], d.inplace and p == d.position))
+        cases = ex._cases(tr)
+        assert len(cases) == len(want) > 0
+        for (c, says, d), (op, method, tid, out, accepted) in zip(cases, want):
+            assert (c.op, c.method, says) == (op, method, accepted), title
+            name = tensors[tid].get("name")
+            assert c.overwrites == name if name else re.fullmatch(r"a number|t%d" % tid, c.overwrites)
+            out_name = tensors[out].get("name") or f"t{out}"
+            assert c.line.startswith(f"{out_name} = {op.lower()}(") or c.line.startswith(f"a number = {op.lower()}(")
+            assert c.line.endswith(")") and c.line.count(", ") == len(next(ev for ev in forward if ev["output"] == out)["inputs"]) - 1
+            assert can_run_in_place(c) == says == ex.reference_verdict(c)
 
 
-@pytest.mark.parametrize("title, tr", PROGRAMS, ids=[f"p{k}" for k in range(len(PROGRAMS))])
-def test_each_refusal_of_the_plan_is_the_first_fact_that_fails(title, tr):
+@pytest.mark.parametrize("part", [0, 1])
+def test_each_refusal_of_the_plan_is_the_first_fact_that_fails(part):
     """Where the plan keeps an op, its reason for each input names the first failing fact of that candidate
     (the facts before it hold); where it runs the op in place, every fact is clear."""
-    by_op: dict = {}
-    for c, says, d in ex._cases(tr):
-        by_op.setdefault(d.step, (d, []))[1].append(c)
-    for d, cs in by_op.values():
-        if d.inplace:
-            c = cs[-1]
-            assert c.fits and c.made_by_op and not (c.saved_by or c.later_reads or c.alive_at_end), (title, c.line)
-            assert not (c.op in ("Mul", "Div") and c.other_needs_grad)
-            continue
-        positions = VARIANTS[d.op][1]
-        reasons = _reasons(d, [p for p in positions])
-        for c, p in zip(cs, [p for p in positions if p in reasons]):
-            why = reasons[p]
-            if "does not fit" in why:
-                assert not c.fits, (title, c.line, why)
+    programs = _all_programs()
+    for title, tr in programs[:3] if part == 0 else programs[3:]:
+        by_op: dict = {}
+        for c, says, d in ex._cases(tr):
+            by_op.setdefault(d.step, (d, []))[1].append(c)
+        for d, cs in by_op.values():
+            if d.inplace:
+                c = cs[-1]
+                assert c.fits and c.made_by_op and not (c.saved_by or c.later_reads or c.alive_at_end), (title, c.line)
+                assert not (c.op in ("Mul", "Div") and c.other_needs_grad)
                 continue
-            assert c.fits, (title, c.line, why)
-            if "was not made by a recorded op" in why:
-                assert not c.made_by_op, (title, c.line, why)
-                continue
-            assert c.made_by_op, (title, c.line, why)
-            if "would need the old values" in why:
-                assert c.op in ("Mul", "Div") and c.other_needs_grad and c.saved_by_itself, (title, c.line)
-                continue
-            assert not (c.op in ("Mul", "Div") and c.other_needs_grad), (title, c.line, why)
-            if "reads the same bytes" in why:
-                continue
-            saver = re.match(r"(\w+) \(node \d+, op event at step \d+\) saves storage", why)
-            rewritten = re.match(r"t\d+ is the result of (\w+) \(step \d+, rewritten in place", why)
-            if saver or rewritten:
-                label = saver.group(1) if saver else f"{rewritten.group(1)} (rewritten in place)"
-                assert c.saved_by and c.saved_by[0] == label, (title, c.line, why, c.saved_by)
-                continue
-            assert not c.saved_by, (title, c.line, why)
-            read = re.match(r"t\d+ is read again(?: through t\d+, another view of storage #\d+,)? by (\S+) at step", why)
-            if read:
-                assert c.later_reads and c.later_reads[0].split(" ")[0] == read.group(1), (title, c.line, why)
-                assert (" through " in c.later_reads[0]) == (" through t" in why)
-                continue
-            assert not c.later_reads, (title, c.line, why)
-            assert "still alive when the trace ends" in why and c.alive_at_end, (title, c.line, why)
+            positions = VARIANTS[d.op][1]
+            reasons = _reasons(d, [p for p in positions])
+            for c, p in zip(cs, [p for p in positions if p in reasons]):
+                why = reasons[p]
+                if "does not fit" in why:
+                    assert not c.fits, (title, c.line, why)
+                    continue
+                assert c.fits, (title, c.line, why)
+                if "was not made by a recorded op" in why:
+                    assert not c.made_by_op, (title, c.line, why)
+                    continue
+                assert c.made_by_op, (title, c.line, why)
+                if "would need the old values" in why:
+                    assert c.op in ("Mul", "Div") and c.other_needs_grad and c.saved_by_itself, (title, c.line)
+                    continue
+                assert not (c.op in ("Mul", "Div") and c.other_needs_grad), (title, c.line, why)
+                if "reads the same bytes" in why:
+                    continue
+                saver = re.match(r"(\w+) \(node \d+, op event at step \d+\) saves storage", why)
+                rewritten = re.match(r"t\d+ is the result of (\w+) \(step \d+, rewritten in place", why)
+                if saver or rewritten:
+                    label = saver.group(1) if saver else f"{rewritten.group(1)} (rewritten in place)"
+                    assert c.saved_by and c.saved_by[0] == label, (title, c.line, why, c.saved_by)
+                    continue
+                assert not c.saved_by, (title, c.line, why)
+                read = re.match(r"t\d+ is read again(?: through t\d+, another view of storage #\d+,)? by (\S+) at step", why)
+                if read:
+                    assert c.later_reads and c.later_reads[0].split(" ")[0] == read.group(1), (title, c.line, why)
+                    assert (" through " in c.later_reads[0]) == (" through t" in why)
+                    continue
+                assert not c.later_reads, (title, c.line, why)
+                assert "still alive when the trace ends" in why and c.alive_at_end, (title, c.line, why)
 
 
-@pytest.mark.parametrize("title, tr", PROGRAMS, ids=[f"p{k}" for k in range(len(PROGRAMS))])
-def test_the_facts_agree_with_the_trace(title, tr):
+@pytest.mark.parametrize("part", [0, 1])
+def test_the_facts_agree_with_the_trace(part):
     """alive_at_end: the trace's storage lifetimes; fits: the shapes; made_by_op: not one of the programs'
     inputs; other_needs_grad: the other operand requires grad; saved_by_itself: only a Mul or Div factor whose
     other factor needs a gradient (Relu, Exp, ... save their output, Add and Sub nothing)."""
-    tensors = _tensor_events(tr)
-    by_name = {e["name"]: e for e in tensors.values() if e.get("name")}
-    alive = {lt.storage: lt.death is None for lt in tr.lifetimes()}
-    for c in candidates(tr):
-        if c.overwrites in by_name:
-            t = by_name[c.overwrites]
-            assert c.alive_at_end == alive[t["storage"]], (title, c.line, c.overwrites)
-            out = by_name.get(c.line.split(" = ")[0])
-            if out is not None:
-                assert c.fits == (t["shape"] == out["shape"] and t["dtype"] == out["dtype"]), (title, c.line)
-        if c.overwrites == "a number":
-            assert not c.fits and not c.made_by_op and not c.alive_at_end
-        if not c.overwrites.startswith("t"):
-            assert c.made_by_op == (c.overwrites not in INPUTS), (title, c.line, c.overwrites)
-        if c.other is None:
-            assert c.op not in ("Mul", "Div", "Add", "Sub") and not c.other_needs_grad
-        elif c.other in by_name:
-            assert c.other_needs_grad == bool(by_name[c.other]["requires_grad"]), (title, c.line)
-        elif c.other == "a number":
-            assert not c.other_needs_grad
-        assert c.saved_by_itself == (c.op in ("Mul", "Div") and c.other_needs_grad), (title, c.line)
-        assert all(re.fullmatch(r"[A-Z]\w*( \(rewritten in place\))?", s) for s in c.saved_by)
-        assert all(re.fullmatch(r"[A-Z]\w*( \(during backward\)| through \S+)?", r) for r in c.later_reads)
+    programs = _all_programs()
+    for title, tr in programs[:3] if part == 0 else programs[3:]:
+        tensors = _tensor_events(tr)
+        by_name = {e["name"]: e for e in tensors.values() if e.get("name")}
+        alive = {lt.storage: lt.death is None for lt in tr.lifetimes()}
+        for c in candidates(tr):
+            if c.overwrites in by_name:
+                t = by_name[c.overwrites]
+                assert c.alive_at_end == alive[t["storage"]], (title, c.line, c.overwrites)
+                out = by_name.get(c.line.split(" = ")[0])
+                if out is not None:
+                    assert c.fits == (t["shape"] == out["shape"] and t["dtype"] == out["dtype"]), (title, c.line)
+            if c.overwrites == "a number":
+                assert not c.fits and not c.made_by_op and not c.alive_at_end
+            if not c.overwrites.startswith("t"):
+                assert c.made_by_op == (c.overwrites not in INPUTS), (title, c.line, c.overwrites)
+            if c.other is None:
+                assert c.op not in ("Mul", "Div", "Add", "Sub") and not c.other_needs_grad
+            elif c.other in by_name:
+                assert c.other_needs_grad == bool(by_name[c.other]["requires_grad"]), (title, c.line)
+            elif c.other == "a number":
+                assert not c.other_needs_grad
+            assert c.saved_by_itself == (c.op in ("Mul", "Div") and c.other_needs_grad), (title, c.line)
+            assert all(re.fullmatch(r"[A-Z]\w*( \(rewritten in place\))?", s) for s in c.saved_by)
+            assert all(re.fullmatch(r"[A-Z]\w*( \(during backward\)| through \S+)?", r) for r in c.later_reads)
