@@ -41,15 +41,11 @@ from checker_probes import Recorder, cases_counted, failure
 from test_exercise_checkers import _solutions
 from test_mutants_memory_run4 import _Program
 
-torch = pytest.importorskip("torch")
-
 SOLUTION = _solutions("07_inplace_and_versions")  # the notebook's reference answers
 derivative_from_output = SOLUTION["derivative_from_output"]
 can_run_in_place = SOLUTION["can_run_in_place"]
 
 OPS = ["relu", "exp", "sigmoid", "tanh", "sqrt", "log", "neg", "square", "abs"]  # the docstring's list
-TORCH = {"relu": torch.relu, "exp": torch.exp, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
-         "sqrt": torch.sqrt, "log": torch.log, "neg": torch.neg, "square": torch.square, "abs": torch.abs}
 WORDS = {"relu": "relu(x) = max(x, 0)", "exp": "exp(x)", "sigmoid": "sigmoid(x) = 1 / (1 + e⁻ˣ)",
          "tanh": "tanh(x)", "sqrt": "sqrt(x)", "log": "log(x)", "neg": "neg(x) = −x",
          "square": "square(x) = x²", "abs": "abs(x) = |x|"}
@@ -57,9 +53,11 @@ AS_IF = "you used z as if it were the input"
 
 
 def _torch_slope(op, x):
-    """(z, dz/dx) at x by torch's autograd."""
+    """(z, dz/dx) at x by torch's autograd (imported here: most tests of the file do not need it)."""
+    torch = pytest.importorskip("torch")
     t = torch.tensor(np.asarray(x, dtype=np.float64), requires_grad=True)
-    z = TORCH[op](t)
+    z = {"neg": torch.neg, "square": torch.square}.get(op) or getattr(torch, op)
+    z = z(t)
     z.sum().backward()
     return z.detach().numpy(), t.grad.numpy()
 
@@ -567,6 +565,23 @@ def test_facts_are_as_the_plan_sees_them_after_an_earlier_rewrite(op):
     assert [says for _, says, _ in cases] == [F, T, F, F, T]
     assert cases[2][2].reason.startswith(f"t3 is the result of {method} (step ")
     assert f"  saved by other ops           : {method} (rewritten in place)\n" in str(cases[2][0])
+
+
+def test_a_one_input_product_is_asked_about_its_one_input():
+    """The engine test's hand-written trace: t3 * 2 recorded with one input (the number folded in): the
+    candidates ask about that input only, as the plan does."""
+    p = _Program()
+    p.tensor(1)
+    p.made("Neg", [1], 2)
+    p.made("Add", [2, 2], 3, node=5, next=[6, 6])
+    p.made("Mul", [3], 4, node=7, next=[5])
+    p.made("Add", [4], 8, node=9, next=[7])
+    p.made("Mul", [1], 10)  # t1 * 2 with t1 the caller's: kept, and still asked about its one input only
+    for sid in (2, 3, 4, 8, 10):
+        p.free(sid)
+    got = [(c.line, c.overwrites, says) for c, says, _ in ex._cases(p.events)]
+    assert got == [("t2 = neg(t1)", "t1", F), ("t3 = add(t2, t2)", "t2", T), ("t4 = mul(t3)", "t3", T),
+                   ("t8 = add(t4)", "t4", T), ("t10 = mul(t1)", "t1", F)]
 
 
 def test_two_nodes_that_save_the_same_bytes_are_listed_once_each():
