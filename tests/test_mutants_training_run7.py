@@ -762,6 +762,17 @@ def test_a_right_clipping_may_return_a_numpy_or_engine_scalar():
                                       hidden=True)
 
 
+def test_a_right_clipping_returning_a_float32_norm_passes():
+    """A norm rounded to float32 (``mt.tensor(total)``, float32 by default, like the engine's own
+    return value for float32 parameters) is the right norm: it used to be refused with
+    'you returned the norm 0.151623, but clip_grad_norm_ returns 0.151623'."""
+    mt.exercises.check_clip_grad_norm(lambda grads, mx: mt.tensor(clip_norm(grads, mx)))
+    mt.exercises.check_clip_grad_norm(lambda grads, mx: np.float32(clip_norm(grads, mx)), hidden=True)
+    # but 1e-6 off the norm is still wrong (0 for all-zero gradients)
+    msg = failure(mt.exercises.check_clip_grad_norm, lambda grads, mx: clip_norm(grads, mx) * (1 + 4e-6))
+    assert msg.startswith(C1 + NORM_LINE + "5.00002, but clip_grad_norm_ returns 5.\n") and H_NORM in msg
+
+
 def test_clipping_without_pytorchs_eps_passes_and_with_an_extra_eps_in_the_norm_does_not():
     def no_eps(grads, mx):
         total = _total(grads)
@@ -772,7 +783,7 @@ def test_clipping_without_pytorchs_eps_passes_and_with_an_extra_eps_in_the_norm_
     mt.exercises.check_clip_grad_norm(no_eps)
     mt.exercises.check_clip_grad_norm(no_eps, hidden=True)
     msg = failure(mt.exercises.check_clip_grad_norm, lambda grads, mx: clip_norm(grads, mx) + 1e-6)
-    assert msg.startswith(C1 + NORM_LINE) and H_NORM in msg
+    assert msg.startswith(C3 + NORM_LINE) and H_NORM in msg  # 1e-6 on a norm of 0.15: not rounding
 
 
 def test_a_clipping_that_scales_but_not_enough_is_told_the_common_factor():

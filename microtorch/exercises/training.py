@@ -217,7 +217,8 @@ def check_clip_grad_norm(fn) -> None:
                   "number. Scale only when the norm exceeds max_norm (or add the 1e-6 PyTorch adds: "
                   "max_norm / (norm + 1e-6)).")
         clipped = want_total > max_norm
-        if not np.isclose(got, want_total, rtol=1e-9, atol=1e-12):
+        # float32's rounding (a norm returned as mt.tensor(total)) is still the right norm
+        if not np.isclose(got, want_total, rtol=1e-6, atol=1e-12):
             per = [float(np.sqrt((a * a).sum())) for a in arrays]
             if clipped and np.isclose(got, max_norm, rtol=1e-5):
                 hint = ("That is the norm AFTER clipping (max_norm, by construction). Return the norm "
