@@ -278,6 +278,8 @@ ADAM_CASES = [
     ("Adam with weight decay 0.1 (added to the gradient)", 0.01, 0.9, 0.999, 1e-8, 0.1, False, False, 3),
     ("AdamW: weight decay 0.1 applied to the weights directly", 0.01, 0.9, 0.999, 1e-8, 0.1, True, False, 3),
     ("Adam with amsgrad (the running max of v)", 0.05, 0.8, 0.9, 1e-8, 0.0, False, True, 5),
+    ("AdamW with amsgrad (weight decay 0.1 on the weights, the running max of v)", 0.05, 0.8, 0.9, 1e-8, 0.1,
+     True, True, 5),
     ("a large eps, 0.1 (it is added after the square root)", 0.1, 0.5, 0.6, 0.1, 0.0, False, False, 2),
 ]
 
