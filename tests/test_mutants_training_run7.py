@@ -312,7 +312,7 @@ def test_buf_is_checked_as_closely_as_p():
     assert msg.startswith(M1 + "at step 1:\nbuf is     [") and "\np is" not in msg
 
 
-def test_a_hint_names_a_mistake_only_when_the_answer_matches_it_closely():
+def test_a_momentum_hint_names_a_mistake_only_when_the_answer_matches_it_closely():
     """Weight decay left out, but p 5e-9 or buf 1e-7 (relative) off that too: not 'You left out
     weight decay', which needs a match to 1e-9 (the buffer differs from PyTorch's: that hint)."""
     p_off = _sgd(wd_used=False)
@@ -673,6 +673,15 @@ def _replaces_entries(grads, mx):
     return total
 
 
+def _threshold_one(grads, mx):
+    """Clips when the norm is above 1 instead of above max_norm."""
+    total = _total(grads)
+    if total > 1.0:
+        for g in grads:
+            g *= mx / (total + 1e-6)
+    return total
+
+
 def _returns_nan(grads, mx):
     clip_norm(grads, mx)
     return float("nan")
@@ -696,7 +705,7 @@ H_PER = "You clipped each gradient by its own norm."
 H_FACTOR = "Scale every gradient by the same factor, max_norm / (total_norm + 1e-6), when the total norm exceeds max_norm."
 H_SHRINK = "leave the gradients as they are. The factor is min(1, max_norm / norm): clipping only ever shrinks."
 H_NAN = "nan: with all-zero gradients the norm is 0, and max_norm / 0 is not a number."
-H_NEW = "The gradients did not change. `g = g * coef` makes a new array"
+H_NEW = "The gradients did not change, but their total norm "
 H_ENTRIES = "You replaced the entries of the list (grads[i] = ...)"
 NORM_LINE = "you returned the norm "
 GRAD_LINES = "after your function the gradients are\n"
@@ -714,6 +723,7 @@ CLIP_MISTAKES = [  # (id, wrong answer, the case named, what follows it, words o
     ("zero_over_zero", _zero_over_zero, C4, "nan: ", H_NAN),
     ("returns_nan", _returns_nan, C1, "nan: ", H_NAN),
     ("not_in_place", _not_in_place, C1, GRAD_LINES, H_NEW),
+    ("threshold_one", _threshold_one, "for random gradients #", "", "max_norm = "),
     ("replaces_entries", _replaces_entries, C1, GRAD_LINES, H_ENTRIES),
     ("returns_none", lambda grads, mx: None, C1, "your function returned None: return the total norm", "BEFORE"),
     ("returns_list", lambda grads, mx: [1.0, 2.0], C1, "your function returned [1.0, 2.0]; ",
@@ -737,6 +747,16 @@ def test_each_wrong_clipping_is_rejected_in_the_hidden_run_too(wrong, hint):
     assert msg.startswith("for ") and hint in msg
 
 
+def test_gradients_left_alone_above_max_norm_are_told_to_be_scaled_not_only_in_place():
+    """Clipping above 1 instead of above max_norm leaves a norm of 0.39 > 0.1 alone: the hint says the
+    norm is above max_norm and the gradients must be scaled (it used to say only that `g = g * coef`
+    makes a new array, which this answer never wrote)."""
+    msg = failure(mt.exercises.check_clip_grad_norm, _threshold_one)
+    m = re.match(r"for random gradients #\d+ \(shapes .*, max_norm=0\.1\):\n", msg)
+    assert m and re.search(r"\nThe gradients did not change, but their total norm [\d.]+ is above max_norm = 0\.1: "
+                           r"scale every one by max_norm / \(norm \+ 1e-6\)\.", msg)
+
+
 def test_the_whole_clipping_hints():
     assert failure(mt.exercises.check_clip_grad_norm, _returns_after).endswith(
         "\nThat is the norm AFTER clipping (max_norm, by construction). Return the norm "
@@ -755,8 +775,9 @@ def test_the_whole_clipping_hints():
         "but the gradients are the arrays in it, views of the flat gradient buffer. "
         "Scale them in place: `g *= coef` for each g.")
     assert failure(mt.exercises.check_clip_grad_norm, _not_in_place).endswith(
-        "\nThe gradients did not change. `g = g * coef` makes a new array; scale "
-        "the arrays themselves, in place: `g *= coef`.")
+        "\nThe gradients did not change, but their total norm 5 is above max_norm = 1.0: scale every one by "
+        "max_norm / (norm + 1e-6). (If you did: `g = g * coef` makes a new array; scale the arrays themselves, "
+        "in place: `g *= coef`.)")
     msg = failure(mt.exercises.check_clip_grad_norm, _always_scales)
     total = float(re.search(r"The total norm (\S+) is already", msg).group(1))
     assert msg.endswith(f"\nThe total norm {total} is already at most max_norm = 1.0: leave the gradients as they "

@@ -249,8 +249,9 @@ def check_clip_grad_norm(fn) -> None:
                         "but the gradients are the arrays in it, views of the flat gradient buffer. "
                         "Scale them in place: `g *= coef` for each g.")
             else:
-                hint = ("The gradients did not change. `g = g * coef` makes a new array; scale "
-                        "the arrays themselves, in place: `g *= coef`.")
+                hint = (f"The gradients did not change, but their total norm {want_total:.4g} is above "
+                        f"max_norm = {max_norm}: scale every one by max_norm / (norm + 1e-6). (If you did: "
+                        "`g = g * coef` makes a new array; scale the arrays themselves, in place: `g *= coef`.)")
         elif not clipped:
             hint = (f"The total norm {want_total:.4g} is already at most max_norm = {max_norm}: leave "
                     "the gradients as they are. The factor is min(1, max_norm / norm): clipping "
