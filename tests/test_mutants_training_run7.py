@@ -312,6 +312,23 @@ def test_buf_is_checked_as_closely_as_p():
     assert msg.startswith(M1 + "at step 1:\nbuf is     [") and "\np is" not in msg
 
 
+def test_the_buffer_hint_needs_a_buffer_off_by_more_than_rounding_and_looks_at_this_step():
+    """A buffer 1e-6 off is 'off'; a p wrong only at step 2, with the buffer right, gets the general hint
+    (the buffer is compared with PyTorch's of the same step)."""
+    msg = failure(mt.exercises.check_momentum_update,
+                  _except_on_case(sgd_step, 0, 3, lambda a: a[2].__imul__(1 + 1e-6)))
+    assert msg.startswith(M1 + "at step 1:\nbuf is     [") and msg.endswith(H_BUF + " PyTorch: buf = d on step 1, then "
+                                                                          "buf = momentum * buf + (1 − dampening) * d; "
+                                                                          "with momentum, the step uses buf: p -= lr * buf.")
+
+    def p_off_at_step_2(p, g, buf, k, lr, mu, damp, wd):
+        sgd_step(p, g, buf, k, lr, mu, damp, wd)
+        if k == 2:
+            p += 1e-3
+    msg = failure(mt.exercises.check_momentum_update, p_off_at_step_2)
+    assert msg.startswith(M1 + "at step 2:\np is       [") and msg.endswith(H_SGD)
+
+
 def test_a_momentum_hint_names_a_mistake_only_when_the_answer_matches_it_closely():
     """Weight decay left out, but p 5e-9 or buf 1e-7 (relative) off that too: not 'You left out
     weight decay', which needs a match to 1e-9 (the buffer differs from PyTorch's: that hint)."""
@@ -831,6 +848,13 @@ def test_a_right_clipping_may_return_a_numpy_or_engine_scalar():
     torch = _torch()
     mt.exercises.check_clip_grad_norm(lambda grads, mx: torch.tensor(clip_norm(grads, mx), dtype=torch.float64),
                                       hidden=True)
+
+
+def test_a_right_clipping_may_return_a_tensor_numpy_cannot_convert():
+    """A PyTorch tensor that requires grad has .item() but no numpy conversion: the norm is read with .item()."""
+    torch = _torch()
+    mt.exercises.check_clip_grad_norm(
+        lambda grads, mx: torch.tensor(clip_norm(grads, mx), dtype=torch.float64, requires_grad=True))
 
 
 def test_a_right_clipping_returning_a_float32_norm_passes():
