@@ -2,7 +2,7 @@
 
 What an instructor is given, tested fast, without running nbgrader where it is not needed:
 
-* which notebooks are assignments (01-12, the ones with solution cells, in order), read as UTF-8
+* which notebooks are assignments (the ones with solution cells, 01-13, in order, as the README says), read as UTF-8
   whatever the locale (a Windows or ``LANG=C`` machine);
 * the stub of a solution region: it names the function, the method (``Class.method``) or the
   class being written and carries the hint of its ``### BEGIN SOLUTION (hint: ...)`` line;
@@ -57,6 +57,10 @@ def test_the_assignments_are_the_notebooks_with_solution_cells_in_order():
         has = any(_meta(c).get("solution") for c in json.loads(p.read_text(encoding="utf-8"))["cells"])
         assert (p in found) == has, p.name
     assert found == sorted(found)
+    # README, "For instructors": "Each notebook with exercises (01–NN) is one assignment"
+    first, last = re.search(r"Each notebook with exercises \((\d\d)–(\d\d)\) is one assignment",
+                            (ROOT / "README.md").read_text(encoding="utf-8")).groups()
+    assert [p.name[:3] for p in found] == [f"{i:02d}_" for i in range(int(first), int(last) + 1)]
 
 
 _LOCALE_PROBE = """
