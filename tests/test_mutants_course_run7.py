@@ -127,6 +127,13 @@ def test_a_class_being_written_is_named_and_a_nested_function_is_not_a_method():
     assert [_raised(s) for s in course.stubs_for(src)] == ["write inner yourself. Hint: nothing to do"]
 
 
+def test_a_function_after_a_class_and_its_nested_function_are_not_methods_of_the_class():
+    src = ("class Stack:\n    def push(self, x):\n        pass\n\n"
+           "def outer():\n    def inner():\n        ### BEGIN SOLUTION (hint: nothing to do)\n        pass\n"
+           "        ### END SOLUTION\n    return inner")
+    assert [_raised(s) for s in course.stubs_for(src)] == ["write inner yourself. Hint: nothing to do"]
+
+
 def test_a_region_outside_any_function_says_the_exercise_is_not_done():
     stub = course.stub_for("### BEGIN SOLUTION (hint: sum the list)\ntotal = sum(xs)\n### END SOLUTION")
     assert _raised(stub) == "this exercise is not done yet. Hint: sum the list"
