@@ -55,6 +55,8 @@ def stubs_for(source: str) -> list[str | None]:
     for line in source.split("\n"):
         m = re.match(r"(\s*)(def|class) (\w+)", line)
         if m:
+            if not m.group(1):  # a top-level def or class: no class encloses what follows
+                cls = None
             if m.group(2) == "class":
                 cls, name = m.group(3), m.group(3)
             else:
