@@ -144,6 +144,14 @@ def _stride_0_as_negative(off, shape, strides):
     return lo, hi
 
 
+def _lo_from_zero(off, shape, strides):
+    return 0, extent(off, shape, strides)[1]
+
+
+def _hi_by_abs_strides(off, shape, strides):
+    return extent(off, shape, strides)[0], _abs_strides(off, shape, strides)[1]
+
+
 def _a_string(off, shape, strides):
     return f"{extent(off, shape, strides)}"
 
@@ -169,6 +177,8 @@ EXTENT_MISTAKES = [  # (wrong answer, the view it fails on, what it returned, wo
      "You left out the offset: the view's element [0, ...] is at position 8, not 0."),
     (_offset_twice, "x[1:3, 2:5] (offset 8, shape (2, 3), strides (6, 1))", "(16, 24)", GENERIC_EXTENT),
     (_only_the_first_dim, "x (offset 0, shape (4, 6), strides (6, 1))", "(0, 18)", GENERIC_EXTENT),
+    (_lo_from_zero, "x[1:3, 2:5] (offset 8, shape (2, 3), strides (6, 1))", "(0, 16)", GENERIC_EXTENT),
+    (_hi_by_abs_strides, "x[::-1] (offset 18, shape (4, 6), strides (-6, 1))", "(0, 41)", GENERIC_EXTENT),
 ]
 
 
@@ -188,7 +198,7 @@ def test_the_extent_message_gives_the_positions_and_the_bytes():
     msg = failure(mt.exercises.check_extent, _ignores_negative)
     assert ("you returned (18, 5), but the view reads storage positions 0 to 23 (bytes [0, 96) in "
             "4-byte elements).\n") in msg
-    assert "lowest 0, highest 23." in msg
+    assert msg.endswith("Here: lowest 0, highest 23.")
     msg = failure(mt.exercises.check_extent, _no_offset)
     assert "reads storage positions 8 to 16 (bytes [32, 68) in 4-byte elements)." in msg
 
@@ -200,7 +210,7 @@ def test_the_negative_stride_hint_names_the_negative_dimensions_and_the_right_en
     assert msg.startswith("for the view x[::-1, ::-2] (offset 23, shape (4, 3), strides (-6, -2)) you returned "
                           "(23, 45), but the view reads storage positions 1 to 23")
     assert "You took |stride| (dimension(s) [0, 1] have negative strides)" in msg
-    assert "Here: lowest 1, highest 23." in msg
+    assert msg.endswith("Here: lowest 1, highest 23.")
 
     def wrong_on_the_second_dim(off, shape, strides):  # x[2:, ::-1]: negative stride in dimension 1
         return _ignores_negative(off, shape, strides) if len(strides) == 2 and strides[1] < 0 else extent(
@@ -208,7 +218,39 @@ def test_the_negative_stride_hint_names_the_negative_dimensions_and_the_right_en
     msg = failure(mt.exercises.check_extent, wrong_on_the_second_dim)
     assert msg.startswith("for the view x[2:, ::-1] (offset 17, shape (2, 6), strides (6, -1)) you returned (17, 18)")
     assert "You ignored negative strides (dimension(s) [1] have negative strides)" in msg
-    assert "Here: lowest 12, highest 23." in msg
+    assert msg.endswith("Here: lowest 12, highest 23.")
+
+
+def _only_on(view, wrong, right):
+    """``right`` except on the layout ``view``: there ``wrong``."""
+    return lambda *args: wrong(*args) if args == view else right(*args)
+
+
+def test_every_negative_stride_view_gets_the_negative_stride_hints_with_its_numbers():
+    """Each view with a negative stride (the visible ones, the first hidden ones), wrong only there in one of
+    three ways (in turn): its numbers, the dimensions with a negative stride, the hint of that mistake."""
+    mistakes = [(_ignores_negative, "You ignored negative strides"), (_abs_strides, "You took |stride|"),
+                (_n_not_n_minus_1, "Off by one: the last index along a dimension of size n is n − 1")]
+    for hidden in (False, True):
+        cases = _with_hidden(ex._extent_cases) if hidden else ex._extent_cases()
+        negative = [(name, ex._triple(v)) for name, v in cases if any(s < 0 for s in ex._triple(v)[2])]
+        assert len(negative) >= 8
+        tried = 0
+        for name, (off, shape, strides) in negative[:6] if hidden else negative:
+            p = _positions_by_hand(off, shape, strides)
+            wrong, hint = mistakes[tried % 3]
+            if min(p) == off or wrong(off, shape, strides) == (max(p), min(p)):
+                continue  # the negative dimensions have size 1, or every stride is negative: reads as swapped
+            tried += 1
+            msg = failure(mt.exercises.check_extent, _only_on((off, shape, strides), wrong, extent), hidden=hidden)
+            assert msg.startswith(f"for the view {name} (offset {off}, shape {shape}, strides {strides}) you returned "
+                                  f"{wrong(off, shape, strides)}, but the view reads storage positions {min(p)} to "
+                                  f"{max(p)} (bytes [{4 * min(p)}, {4 * max(p) + 4}) in 4-byte elements)."), (name, msg)
+            assert hint in msg, (name, msg)
+            if wrong is not _n_not_n_minus_1:
+                assert f"(dimension(s) {[d for d, s in enumerate(strides) if s < 0]} have negative" in msg, name
+                assert msg.endswith(f"Here: lowest {min(p)}, highest {max(p)}."), name
+        assert tried >= 4
 
 
 def test_an_extent_wrong_only_on_the_single_element_is_told_so():
