@@ -1113,3 +1113,21 @@ def test_the_engine_is_back_after_the_checkers():
     assert t.view(4, 6).stride() == (6, 1) and t.reshape(2, 12).shape == (2, 12)
     assert t.unfold(0, 4, 4).shape == (6, 4) and t.as_strided((2,), (3,)).numpy().tolist() == [0.0, 3.0]
     assert np.shares_memory(t.numpy(), t.numpy())
+
+
+def test_the_gcd_remark_is_right_on_every_random_pair_whose_extents_overlap_with_nothing_shared():
+    tried = 0
+    for hidden in (False, True):
+        cases = _with_hidden(ex._alias_cases) if hidden else ex._alias_cases()
+        for na, va, nb, vb in cases[13:]:
+            a, b = ex._triple(va), ex._triple(vb)
+            (alo, ahi), (blo, bhi) = extent(*a), extent(*b)
+            if shares_element(a, b) or not (alo <= bhi and blo <= ahi):
+                continue
+            tried += 1
+            msg = failure(mt.exercises.check_alias_by_strides, _only_on((a, b), _always, shares_element), hidden=hidden)
+            assert msg.startswith(f"for a = {na} (offset {a[0]}, shape {a[1]}, strides {a[2]}) and b = {nb}"), msg
+            assert f"(a spans {alo}..{ahi}, b spans {blo}..{bhi})" in msg
+            g = math.gcd(*(abs(s) for s in a[2] + b[2]))
+            assert (GCD in msg) == ((b[0] - a[0]) % g == 0), (na, nb, g)
+    assert tried >= 1
