@@ -1131,3 +1131,35 @@ def test_the_gcd_remark_is_right_on_every_random_pair_whose_extents_overlap_with
             g = math.gcd(*(abs(s) for s in a[2] + b[2]))
             assert (GCD in msg) == ((b[0] - a[0]) % g == 0), (na, nb, g)
     assert tried >= 1
+
+
+def test_bytes_for_elements_are_told_so_on_a_view_not_starting_at_0():
+    box = (8, (2, 3), (6, 1))  # x[1:3, 2:5]: positions 8..16, bytes [32, 68)
+    msg = failure(mt.exercises.check_extent, _only_on(box, _in_bytes, extent))
+    assert msg.startswith("for the view x[1:3, 2:5] (offset 8, shape (2, 3), strides (6, 1)) you returned (32, 68)")
+    assert "Those are bytes ([start, stop)); count storage positions (elements): divide by 4." in msg
+
+
+def test_three_window_dimensions_with_two_strides_are_told_two_dimensions():
+    def three_dims_two_strides(n, st, size, step):
+        (count, k), strides = windows(n, st, size, step)
+        return (count, k, 1), strides
+    msg = failure(mt.exercises.check_windows, three_dims_two_strides)
+    assert msg.startswith(FIRST + " you returned shape (8, 3, 1), strides (1, 1); the windows have shape (8, 3)")
+    assert "Two dimensions: which window (first), and where inside the window (second)." in msg
+
+
+def test_swapped_strides_are_told_so_on_a_signal_with_stride_3():
+    thirds = (7, 3, 2, 2)  # s[1:22:3], windows of 2 every 2
+    msg = failure(mt.exercises.check_windows, _only_on(thirds, _strides_swapped, windows))
+    assert msg.startswith("for windows of size 2, step 2 over the signal s[1:22:3] (length 7, stride 3) you returned "
+                          "shape (3, 2), strides (3, 6); the windows have shape (3, 2), strides (6, 3).")
+    assert "The strides are swapped" in msg
+
+
+def test_a_wrong_step_stride_with_as_many_windows_as_their_size_is_told_the_step():
+    square = (10, 1, 4, 2)  # s[:10], windows of 4 every 2: 4 windows of 4
+    msg = failure(mt.exercises.check_windows, _only_on(square, _size_for_step, windows))
+    assert msg.startswith(SECOND + " you returned shape (4, 4), strides (4, 1); the windows have shape (4, 4), "
+                          "strides (2, 1).\nThe next window starts step = 2 signal elements later: step·stride = 2 "
+                          "storage positions.")
