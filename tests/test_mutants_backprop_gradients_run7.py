@@ -531,6 +531,12 @@ def _naive_softmax_backward(ctx, g):
     return g.unsqueeze(-1) * e / e.sum(-1, keepdim=True)
 
 
+def _exp_minus_max(ctx, g):
+    x, y = ctx.saved_tensors
+    m = mt.tensor(x.detach().numpy().max(-1, keepdims=True), dtype="float64")
+    return g.unsqueeze(-1) * (x - m).exp()  # the shifted numerator, not yet divided
+
+
 def _forgets_to_save(ctx, x):
     d = x.detach().numpy()
     return _stable(d)
@@ -557,6 +563,7 @@ class _ByLogSoftmax(mt.Function):
 VECTOR = "for a vector, x = [0.5, -1.0, 2.0]:\n"
 MATRIX_LSE = "for a (2, 3) matrix: one logsumexp per row, x = [[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]]:\n"
 HUGE = "for huge values, [1000, 1001, 999] (exp overflows without the max shift), x = [1000.0, 1001.0, 999.0]:\n"
+TENSOR3 = "for a (2, 2, 4) tensor: over the last dimension only, x = "
 NEGATIVE = "for very negative values, [-1000, -1002] (exp underflows to 0 without the shift), x = [-1000.0, -1002.0]:\n"
 OVERFLOW = "inf or nan: exp(1000) overflows float64. Subtract the row's max m first"
 GENERIC_FWD = "log Σⱼ exp(xⱼ) = m + log Σⱼ exp(xⱼ − m), with m the max over the last dimension."
@@ -575,6 +582,8 @@ LSE_MISTAKES = [  # (wrong class, how the message starts, words of its numbers o
     (_lse(forward=_fwd(lambda d: d.max(-1) + np.log(np.exp(d).sum(-1)))), VECTOR, "your forward gives", GENERIC_FWD),
     (_lse(forward=_fwd(lambda d: _stable(d, axis=0))), MATRIX_LSE,
      "your forward returned shape (3,); the result has x.shape[:-1] = (2,).", "sum over the LAST one (axis=-1)"),
+    (_lse(forward=_fwd(lambda d: _stable(d, axis=1 if d.ndim > 1 else -1))), TENSOR3,
+     "your forward returned shape (2, 4); the result has x.shape[:-1] = (2, 2).", "sum over the LAST one (axis=-1)"),
     (_lse(forward=_fwd(lambda d: _stable(d, keepdims=True))), VECTOR,
      "your forward returned shape (1,); the result has x.shape[:-1] = ().", "keepdims=False"),
     (_lse(forward=_fwd(lambda d: _stable(d.reshape(-1)))), MATRIX_LSE,
@@ -587,6 +596,7 @@ LSE_MISTAKES = [  # (wrong class, how the message starts, words of its numbers o
     (_lse(backward=lambda ctx, g: -g.unsqueeze(-1) * _softmax_of(ctx)), VECTOR, "but it should be", GENERIC_BWD),
     (_lse(backward=lambda ctx, g: g.unsqueeze(-1) * (1 - _softmax_of(ctx))), VECTOR, "but it should be", GENERIC_BWD),
     (_lse(backward=_naive_softmax_backward), HUGE, "but it should be", GENERIC_BWD),
+    (_lse(backward=_exp_minus_max), VECTOR, "x.grad is", GENERIC_BWD),
     (_lse(forward=_forgets_to_save), VECTOR, "your backward raised", ""),
     (_lse(backward=lambda ctx, g: None), VECTOR, "x got no gradient: backward must return the gradient for x.", ""),
     (_lse(backward=lambda ctx, g: 1 / 0), VECTOR, "your backward raised ZeroDivisionError", ""),
@@ -597,7 +607,7 @@ LSE_MISTAKES = [  # (wrong class, how the message starts, words of its numbers o
      "switched off", "", ""),
 ]
 LSE_IDS = ["naive", "shift_if_positive", "mean", "max", "off", "float32", "max_plus_naive", "axis0", "keepdims",
-           "flattened", "no_g", "no_unsqueeze", "exp_only", "sign", "one_minus", "naive_softmax", "not_saved",
+           "flattened", "axis1_3d", "no_g", "no_unsqueeze", "exp_only", "sign", "one_minus", "naive_softmax", "exp_minus_max", "not_saved",
            "none", "backward_raises", "forward_raises", "several_nodes", "log_softmax"]
 
 
@@ -643,6 +653,46 @@ def test_backward_without_g_on_a_matrix_is_recognised():
         return g.unsqueeze(-1) * _softmax_of(ctx) if seen[0] == 1 else softmax_only(ctx, g)
     msg = failure(mt.exercises.check_logsumexp, _lse(backward=backward))
     assert msg.startswith(MATRIX_LSE) and NO_G in msg
+
+
+def _right_first(wrong_backward):
+    seen = [0]
+
+    def backward(ctx, g):
+        seen[0] += 1
+        return LogSumExp.backward(ctx, g) if seen[0] == 1 else wrong_backward(ctx, g)
+    return backward
+
+
+def _ones(ctx, g):
+    return mt.ones(ctx.saved_tensors[0].shape, dtype="float64")
+
+
+def test_backward_returning_ones_on_a_matrix_gets_the_no_g_hint():
+    msg = failure(mt.exercises.check_logsumexp, _lse(backward=_right_first(_ones)))
+    assert msg.startswith(MATRIX_LSE) and NO_G in msg
+
+
+def _mean_on_batches(d):
+    return np.log(np.exp(d).mean(-1)) if d.ndim > 1 else _stable(d)
+
+
+def _max_on_batches(d):
+    return d.max(-1) if d.ndim > 1 else _stable(d)
+
+
+def test_forward_hints_hold_for_a_batch_too():
+    """The mean and the max alone are recognised row by row on the matrix case (right on vectors)."""
+    msg = failure(mt.exercises.check_logsumexp, _lse(forward=_fwd(_mean_on_batches)))
+    assert msg.startswith(MATRIX_LSE) and "the log of the MEAN of exp(x)" in msg
+    msg = failure(mt.exercises.check_logsumexp, _lse(forward=_fwd(_max_on_batches)))
+    assert msg.startswith(MATRIX_LSE) and "That is only the max m" in msg
+
+
+def test_an_unrelated_backward_error_gets_no_shape_hint():
+    msg = failure(mt.exercises.check_logsumexp, _lse(backward=lambda ctx, g: 1 / 0))
+    assert "your backward raised ZeroDivisionError: division by zero" in msg
+    assert "x's shape" not in msg and "unsqueeze" not in msg
 
 
 def test_backward_returning_ones_gets_the_no_g_hint():
@@ -697,10 +747,15 @@ def test_the_gradient_is_checked_for_a_random_upstream_gradient_every_case():
 
 
 def test_the_tolerances_accept_rounding_and_refuse_small_errors():
-    """A forward off by 1e-13 (relative) passes, off by 1e-8 does not; a gradient off by 1e-12 passes, 1e-6 not."""
+    """A forward off by 1e-13 (relative) passes, off by 1e-8 or 5e-9 does not; a gradient off by 1e-12 passes,
+    1e-6 (relative) or 5e-9 not: float64 rounding is accepted, a float32 computation is not."""
     mt.exercises.check_logsumexp(_lse(forward=_fwd(lambda d: _stable(d) * (1 + 1e-13))))
     msg = failure(mt.exercises.check_logsumexp, _lse(forward=_fwd(lambda d: _stable(d) * (1 + 1e-8))))
     assert GENERIC_FWD in msg
+    msg = failure(mt.exercises.check_logsumexp, _lse(forward=_fwd(lambda d: _stable(d) + 5e-9)))
+    assert GENERIC_FWD in msg
+    msg = failure(mt.exercises.check_logsumexp, _lse(backward=lambda ctx, g: LogSumExp.backward(ctx, g) + 5e-9))
+    assert GENERIC_BWD in msg
     mt.exercises.check_logsumexp(_lse(backward=lambda ctx, g: LogSumExp.backward(ctx, g) * (1 + 1e-12)))
     msg = failure(mt.exercises.check_logsumexp, _lse(backward=lambda ctx, g: LogSumExp.backward(ctx, g) * (1 + 1e-6)))
     assert GENERIC_BWD in msg
