@@ -484,8 +484,8 @@ def test_a_wrong_count_on_any_graph_lists_the_edges_that_point_at_the_node(hidde
         assert uses == (parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1])
         assert sorted(parts) == sorted(_uses_of(labels, users[node]))
     assert tried >= len(cases) - 2
-    # three distinct consumers of one node: 'A, B and C'
-    assert hidden == any(len(set(u)) >= 3 for _, loss, _ in cases for u in _consumers(_engine_order(loss.grad_fn)).values())
+    # three distinct consumers of one node ('A, B and C'): in the hidden run at least
+    assert not hidden or any(len(set(u)) >= 3 for _, loss, _ in cases for u in _consumers(_engine_order(loss.grad_fn)).values())
 
 
 def test_the_counts_pass_message_counts_the_graphs_tried(capsys):
@@ -613,7 +613,7 @@ def test_each_random_graph_is_the_program_its_description_lists(hidden):
     line says, on the values it names (leaves x0, x1 or earlier nodes); the loss sums the values it names."""
     for what, loss, labels in _randoms(hidden):
         lines = what.split(": ", 1)[1].split("; ")
-        made = {re.search(r"made (\S+)\)$", label).group(1): node for node, label in labels.items()}
+        made = {re.search(r"made (.+)\)$", label).group(1): node for node, label in labels.items()}
 
         def value(name, node_edge):
             if isinstance(node_edge, mt.Tensor):
