@@ -250,6 +250,28 @@ def _first_edge_only(root):
     return order
 
 
+def _kahn_on_distinct_consumers(root, first_in_first_out=False):
+    """Kahn's schedule on counts of distinct consumers: a node that one consumer uses twice reaches 0
+    before its other consumers have run."""
+    counts, stack = {root: 0}, [root]
+    while stack:
+        for child in {c for c, _ in stack.pop().next_functions if isinstance(c, mt.Function)}:
+            if child not in counts:
+                counts[child] = 0
+                stack.append(child)
+            counts[child] += 1
+    order, ready = [], [root]
+    while ready:
+        node = ready.pop(0) if first_in_first_out else ready.pop()
+        order.append(node)
+        for child, _ in node.next_functions:
+            if isinstance(child, mt.Function):
+                counts[child] -= 1
+                if counts[child] == 0:
+                    ready.append(child)
+    return order
+
+
 @pytest.mark.parametrize("wrong, words", [
     (lambda root: None, "did you forget `return`"),
     (_recursive_topo, "recursion limit"),
@@ -258,6 +280,8 @@ def _first_edge_only(root):
     (_with_leaves, "Leaves are not nodes"),
     (_no_visited_set, "appears more than once"),
     (_first_edge_only, "Follow every edge"),
+    (_kahn_on_distinct_consumers, "which feeds it its gradient"),
+    (lambda root: _kahn_on_distinct_consumers(root, first_in_first_out=True), "which feeds it its gradient"),
     (lambda root: [(root, 0)], "(node, 0) pairs"),
     (lambda root: 1 / 0, "ZeroDivisionError"),
 ])
@@ -338,6 +362,23 @@ def test_wrong_dependency_counts_are_explained(wrong, words):
     with pytest.raises(AssertionError, match="for the graph") as info:
         mt.exercises.check_dependency_counts(wrong)
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_every_node_of_the_walk_graphs_is_labelled_by_what_it_made(hidden):
+    """A message never calls a node of the graph tried "a node from some other graph": the random graphs'
+    partial sums of the loss are labelled too ("the node that made v2 + v5")."""
+    from microtorch.exercises import backprop, checking
+
+    before, checking._HIDDEN[0] = checking._HIDDEN[0], hidden
+    try:
+        cases = backprop._graph_cases(deep=50)
+    finally:
+        checking._HIDDEN[0] = before
+    for what, loss, labels in cases:
+        nodes = mt.autograd._topological_order([(loss.grad_fn, None, None)])
+        assert all(n in labels for n in nodes), what
+        assert len({labels[n] for n in nodes}) == len(nodes), what
 
 
 def _one_sided(f, x, eps=1e-6):

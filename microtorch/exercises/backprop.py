@@ -95,6 +95,18 @@ def _graph_cases(deep: int = 5000):
         y = n(f"y{k}", y * 1.0001)
     cases.append((what, y, labels))
 
+    # a shared node whose consumers do not feed each other, one using it twice: a schedule that counts
+    # distinct consumers runs h too early, whether it takes the ready nodes last-in or first-in first
+    what, labels, n = case("h = tanh(x) used by three consumers side by side, twice by one of them: p = tanh(h), "
+                           "hh = h * h, q1 = tanh(h), q = tanh(q1), s = hh + q, loss = (p + s).sum()")
+    x = n("x", randn(3, dtype="float64", generator=g, requires_grad=True))
+    h = n("h", x.tanh())
+    p = n("p", h.tanh())
+    hh = n("hh", h * h)
+    q = n("q", n("q1", h.tanh()).tanh())
+    s = n("s", hh + q)
+    cases.append((what, n("loss", n("p + s", p + s).sum()), labels))
+
     r = rng()
     for k in range(12 if hidden() else 4):  # random graphs: each value made from 1-2 earlier ones
         what, labels, n = case(f"random graph #{k + 1}")
@@ -107,9 +119,10 @@ def _graph_cases(deep: int = 5000):
             lines.append(f"v{i} = " + (f"{a.name} * {b.name}", f"{a.name} + {b.name}", f"tanh({a.name})")[kind])
             values.append(v)
         picks = sorted({int(j) for j in r.integers(2, len(values), 2)} | {len(values) - 1})
-        loss = values[picks[0]]
-        for j in picks[1:]:
-            loss = loss + values[j]
+        loss, text = values[picks[0]], values[picks[0]].name
+        for j in picks[1:]:  # each partial sum is a node too: labelled by what it adds up
+            text = f"{text} + {values[j].name}"
+            loss = n(text, loss + values[j])
         lines.append("loss = (" + " + ".join(values[j].name for j in picks) + ").sum()")
         cases.append((what + ": " + "; ".join(lines), n("loss", loss.sum()), labels))
     return cases
