@@ -472,6 +472,9 @@ def test_each_stored_program_is_what_its_title_says():
             named.setdefault(lhs, (op, tuple(args.split(", "))))
         assert named == {n: st for n, st in stmts.items() if st[0] in _VARIANT_OPS}, title
         tensors = {e["name"]: e for e in tr.events if e["kind"] == "tensor" and e.get("name")}
+        ids = {e["tensor"]: e.get("name") for e in tr.events if e["kind"] == "tensor"}
+        made_by = {ids.get(e["output"]): e["op"].lower() for e in tr.events if e["kind"] == "op" and e["phase"] == "forward"}
+        assert all(made_by.get(n, "").startswith(st[0]) for n, st in stmts.items()), (title, made_by)
         leaves = {a for _, args in stmts.values() for a in args if a not in stmts and a != "a number"}
         needs = set(re.split(r", | and ", re.split(r" requires? grad", clause)[0])) if " grad" in clause else set()
         assert {n for n in leaves if tensors[n]["requires_grad"]} == needs and needs <= leaves, title
