@@ -421,6 +421,27 @@ def _inplace_programs():
         return tr
     programs.append(("h = x @ W; m = h * V; n = m / V; k = n * c; q = k / c; loss = sum(q); "
                      "then loss.backward()  (W, V require grad; c is data)", factors))
+
+    def mixed():  # an op whose own save its variant does not need, an operand that does not fit, a view
+        x, W, b = leaves(x=((3, 4), False), W=((4, 4), True), b=((4,), True))
+
+        def body():
+            h = named(x @ W, "h")
+            u = named(h.clamp(-1.0, 1.0), "u")  # Clamp saves h for itself; clamp_ keeps a mask instead
+            bb = named(b + 1.0, "bb")  # made by an op, but of shape [4]: p cannot be written into it
+            p = named(u + bb, "p")
+            q = named(p * u, "q")
+            qT = named(q.t(), "qT")  # a view: reading it later reads q's bytes
+            y = named(q.sigmoid(), "y")
+            z = named(qT * 2.0, "z")
+            return named(named(y.sum(), "sy") + named(z.sum(), "sz"), "loss")
+        with record() as tr:
+            body().backward()
+        return tr
+    programs.append(("a clamp, a broadcast and a view: h = x @ W; u = clamp(h, -1, 1); bb = b + 1; "
+                     "p = u + bb; q = p * u; qT = q.t() (a view of q); y = sigmoid(q); z = qT * 2; "
+                     "sy = sum(y); sz = sum(z); loss = sy + sz; then loss.backward()  "
+                     "(W, b require grad; b has shape [4])", mixed))
     r = rng()
     for k in range(10 if hidden() else 3):
         programs.append(_random_program(k, leaves, named, record, int(r.integers(1 << 30))))
@@ -518,7 +539,8 @@ def check_inplace_safe(fn) -> None:
     over the facts (the same verdicts as :func:`~microtorch.memory.inplace_plan`, which is
     switched off meanwhile) on several small recorded programs (training, inference, a kept
     output, weights that need gradients, products and quotients whose other factor needs
-    its gradient) and random ones.
+    its gradient; an op whose own save its in-place variant does not need, an operand the
+    result does not fit, a later read through a view) and random ones.
     """
     total = 0
     for title, run in _inplace_programs():
