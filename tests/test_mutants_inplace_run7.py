@@ -768,7 +768,8 @@ def test_each_refusal_of_the_plan_is_the_first_fact_that_fails(part):
 def test_the_facts_agree_with_the_trace(part):
     """alive_at_end: the trace's storage lifetimes; fits: the shapes; made_by_op: not one of the programs'
     inputs; other_needs_grad: the other operand requires grad; saved_by_itself: only a Mul or Div factor whose
-    other factor needs a gradient (Relu, Exp, ... save their output, Add and Sub nothing)."""
+    other factor needs a gradient, or a Clamp of an input that needs one (its mask); Relu, Exp, ... save their
+    output, Add and Sub nothing."""
     programs = _all_programs()
     for title, tr in programs[:3] if part == 0 else programs[3:]:
         tensors = _tensor_events(tr)
@@ -791,6 +792,7 @@ def test_the_facts_agree_with_the_trace(part):
                 assert c.other_needs_grad == bool(by_name[c.other]["requires_grad"]), (title, c.line)
             elif c.other == "a number":
                 assert not c.other_needs_grad
-            assert c.saved_by_itself == (c.op in ("Mul", "Div") and c.other_needs_grad), (title, c.line)
+            clamped = c.op == "Clamp" and bool(by_name.get(c.overwrites, {}).get("requires_grad"))
+            assert c.saved_by_itself == (c.op in ("Mul", "Div") and c.other_needs_grad or clamped), (title, c.line)
             assert all(re.fullmatch(r"[A-Z]\w*( \(rewritten in place\))?", s) for s in c.saved_by)
             assert all(re.fullmatch(r"[A-Z]\w*( \(during backward\)| through \S+)?", r) for r in c.later_reads)
