@@ -783,3 +783,26 @@ def test_the_clamp_broadcast_view_program_is_the_eighth_stored_one():
     assert {"fits", "other factor", "saved", "later", "alive"} <= only
     assert any(c.saved_by_itself and ex.reference_verdict(c) for c in cases)
     assert any(" through " in r for c in cases if _reasons(c) == {"later"} for r in c.later_reads)
+
+
+def test_a_candidate_prints_every_fact_in_words():
+    """The facts a learner reads for one candidate: a binary op whose other operand needs a gradient,
+    two other savers and two later reads (joined with ", "); with neither, "none"."""
+    c = Candidate(line="C = A * W", op="Mul", method="mul_", overwrites="A", other="W", fits=True,
+                  made_by_op=True, other_needs_grad=True, saved_by_itself=True,
+                  saved_by=("Exp", "Relu"), later_reads=("Sum", "Mean"), alive_at_end=False)
+    assert str(c).splitlines() == [
+        "C = A * W  ->  mul_ into A?",
+        "  fits (same shape and dtype)  : True",
+        "  made by an op of the program : True",
+        "  other operand                : W (needs gradient)",
+        "  saved by this op itself      : True",
+        "  saved by other ops           : Exp, Relu",
+        "  read later by                : Sum, Mean",
+        "  alive when the program ends  : False",
+    ]
+    quiet = Candidate(line="C = A + 1", op="Add", method="add_", overwrites="A", other="a number", fits=True,
+                      made_by_op=True, other_needs_grad=False, saved_by_itself=False, saved_by=(),
+                      later_reads=(), alive_at_end=True)
+    assert "  other operand                : a number (needs no gradient)" in str(quiet).splitlines()
+    assert "  read later by                : none" in str(quiet).splitlines()
