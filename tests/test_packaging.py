@@ -172,3 +172,22 @@ def test_makefile_targets(target):
     assert re.search(rf"^{target}:", makefile, flags=re.M), f"Makefile has no `{target}` target"
     phony = re.search(r"^\.PHONY:(.*)$", makefile, flags=re.M)
     assert phony and target in phony.group(1).split()
+
+
+def test_no_test_file_skips_whole_without_an_optional_oracle():
+    """A plain `make test` installs no torch: a test file that calls `pytest.importorskip("torch")` at
+    module level would skip every test in it, those that need no torch too. Each test that needs the
+    oracle skips on its own."""
+    import ast
+
+    optional = {"torch", "micrograd", "scipy"}  # the oracle and bench extras, not in `test`
+    whole = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for stmt in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for n in ast.walk(stmt):
+                if (isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "importorskip"
+                        and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value in optional):
+                    whole.append(f"{path.name}:{n.lineno}")
+    assert not whole, f"module-level importorskip of an optional oracle (skips the whole file): {whole}"
