@@ -41,6 +41,7 @@ from microtorch.exercises import backprop as ex, checking
 
 from checker_probes import Recorder, cases_counted, failure
 from test_exercise_checkers import _solutions
+from test_exercises import _first_edge_only  # follows next_functions[0] only
 
 SOLUTION = _solutions("02_backpropagation")  # the notebook's reference answers
 topo_order = SOLUTION["topo_order"]
@@ -172,14 +173,6 @@ def _no_visited_set(root):
         node = stack.pop()
         order.append(node)
         stack += _edges(node)
-    return order
-
-
-def _first_edge_only(root):
-    order, node = [], root
-    while isinstance(node, mt.Function):
-        order.append(node)
-        node = node.next_functions[0][0] if node.next_functions else None
     return order
 
 
