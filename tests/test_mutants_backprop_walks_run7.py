@@ -58,6 +58,16 @@ def _cases_once(*args):
     return _BUILT[key]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _let_the_cached_graphs_go():
+    """The cache lives as long as this file's tests: the suite's later tests (the pictures count live
+    storages) must not see its tensors."""
+    yield
+    _BUILT.clear()
+    import gc
+    gc.collect()
+
+
 @pytest.fixture(autouse=True)
 def _graphs_built_once(monkeypatch):
     monkeypatch.setattr(ex, "_graph_cases", _cases_once)

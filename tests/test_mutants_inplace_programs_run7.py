@@ -342,6 +342,16 @@ def _facts(calls) -> list:
     return [re.sub(r"\bt\d+", "t#", str(c)) for c in calls]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _let_the_cached_graphs_go():
+    """The cache lives as long as this file's tests: the suite's later tests (the pictures count live
+    storages) must not see its tensors."""
+    yield
+    _by_program.cache_clear()
+    import gc
+    gc.collect()
+
+
 @functools.cache
 def _by_program(hidden: bool):
     """[(title, the checker's cases)] per program (recorded once per test process)."""

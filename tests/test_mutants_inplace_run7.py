@@ -655,6 +655,16 @@ def _hidden_run():
         checking._HIDDEN[0] = before
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _let_the_cached_graphs_go():
+    """The cache lives as long as this file's tests: the suite's later tests (the pictures count live
+    storages) must not see its tensors."""
+    yield
+    _all_programs.cache_clear()
+    import gc
+    gc.collect()
+
+
 @functools.lru_cache(maxsize=None)
 def _all_programs():
     """(title, trace) of the hand-worked programs and of every program the checker records, visible and hidden."""
