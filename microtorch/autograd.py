@@ -98,7 +98,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if g is None and not allow_unused:
             raise RuntimeError("One of the differentiated Tensors appears to not have been used "
                                "in the graph. Set allow_unused=True if this is the desired behavior.")
-        result.append(g if (g is None or create_graph) else g.detach())
+        # as is, as PyTorch: without create_graph nothing backward computed has a graph, and a
+        # gradient that is the caller's own grad_outputs tensor is handed back as that tensor
+        result.append(g)
     return tuple(result)
 
 
