@@ -171,3 +171,25 @@ def test_an_index_tensor_inside_a_tuple_key_changed_in_place_makes_backward_rais
         i.add_(1)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.sum().backward()
+
+
+# -- found on the way: an empty view one past the end of an empty input ----------------------------
+def test_backward_of_an_empty_diagonal_of_an_empty_unfold_gives_zeros():
+    """x (1, 2) unfolded along dim 0 with size-0 windows is (2, 2, 0) (strides (2, 1, 2)); its
+    diagonal -1 is empty, (0, 1), at storage offset 2, one past x's two elements — as in PyTorch.
+    Nothing is read, so the gradient is zeros (PyTorch: tensor([[0., 0.]])). Backward maps the
+    view onto element numbers of the empty (2, 2, 0) input, where that offset lies past the
+    one-number buffer: numpy refused it ("strides is incompatible with shape ... size of buffer").
+    Found by test_views.py's random view chains (hypothesis) in the eighth run's re-runs."""
+    x = T(np.arange(2.0).reshape(1, 2), requires_grad=True)
+    u = x.unfold(0, 0, 1)
+    assert u.shape == (2, 2, 0) and u.stride() == (2, 1, 2)
+    d = u.diagonal(-1)
+    assert d.shape == (0, 1) and d.stride() == (2, 3) and d.storage_offset() == 2
+    (d * 3.0).sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.0]]
+    e = T(np.zeros((0, 3)), requires_grad=True)
+    d2 = e.unfold(1, 2, 1).diagonal(1, 0, 2)  # PyTorch: shape (2, 0), strides (1, 4), offset 0
+    assert d2.shape == (2, 0) and d2.stride() == (1, 4) and d2.storage_offset() == 0
+    d2.sum().backward()
+    assert e.grad.shape == (0, 3)
