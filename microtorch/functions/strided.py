@@ -38,6 +38,8 @@ def strided_array(flat: np.ndarray, shape, strides, offset: int) -> np.ndarray:
     """A numpy view of the 1-D array ``flat`` with ``shape``, element ``strides`` and element
     ``offset`` (no copy; writable if ``flat`` is). The caller checked the bounds."""
     item = flat.itemsize
+    if math.prod(shape) == 0:  # an empty view reads nothing: its offset may lie past the end of flat
+        offset = min(offset, flat.size)  # (a diagonal of an empty unfold, mapped onto element numbers)
     return np.ndarray(tuple(shape), flat.dtype, buffer=flat, offset=offset * item,
                       strides=tuple(s * item for s in strides))
 
