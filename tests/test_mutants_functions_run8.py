@@ -39,7 +39,9 @@ def test_arithmetic_broadcast_errors_name_the_op_and_the_clashing_dimension(name
 @pytest.mark.parametrize("shape, dim", [((2, 3), 3), ((2, 3), -4), ((), 1), ((), -2)])
 def test_unsqueeze_names_itself_when_the_dim_is_out_of_range(shape, dim):
     """A (2, 3) tensor takes dims -3 .. 2 (the new dim can go at any of 3 places), a 0-d one -1 .. 0."""
-    with pytest.raises(IndexError, match=rf"^unsqueeze: dimension {dim} is out of range"):
+    with pytest.raises(IndexError, match=rf"^unsqueeze: dimension {dim} is out of range for a new dimension "
+                                         rf"of a tensor with {len(shape)} dimension\(s\) \(valid: "
+                                         rf"{-len(shape) - 1} \.\. {len(shape)}\)$"):
         mt.zeros(*shape).unsqueeze(dim)
     assert mt.zeros(*shape).unsqueeze(dim + 1 if dim < 0 else dim - 1).ndim == len(shape) + 1
 
@@ -159,6 +161,17 @@ def test_an_empty_index_list_selects_nothing():
     assert x[[]].shape == (0, 3) and x[:, []].shape == (2, 0) and x[[], 1].shape == (0,)
     (x[[]].sum() + x[:, []].sum()).backward()
     assert x.grad.tolist() == [[0.0] * 3] * 2
+
+
+@pytest.mark.parametrize("key", [[0.0, 1.0], [0.5], [[1.0], [0.0]]])
+def test_a_list_of_floats_is_refused_as_an_index_not_truncated(key):
+    """A deliberate difference from PyTorch, which truncates a float list (``x[[0.5]]`` is row 0,
+    silently): a float index is almost always a mistake (``n / 2`` for ``n // 2``), and rows picked
+    by truncation would be a wrong number without a word. microtorch refuses it, as numpy does, and
+    says which tensor was being indexed."""
+    x = T(np.arange(6.0).reshape(3, 2))
+    with pytest.raises(IndexError, match=r"integer \(or boolean\) type \(indexing a tensor of shape \[3, 2\]\)"):
+        x[key]
 
 
 def test_an_index_tensor_inside_a_tuple_key_changed_in_place_makes_backward_raise():
