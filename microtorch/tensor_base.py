@@ -131,12 +131,15 @@ def _sizes(op: str, sizes, infer: bool = False) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _dim(dim: int, ndim: int, op: str) -> int:
-    """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range."""
+def _dim(dim: int, ndim: int, op: str, new: bool = False) -> int:
+    """Normalise a possibly negative ``dim``; a clear IndexError when it is out of range.
+
+    ``new``: ``dim`` places a new dimension (unsqueeze, stack), so ``ndim`` counts the result's
+    dimensions, one more than the input has; the message names the input's."""
     if type(dim) is not int and not isinstance(dim, np.integer):
         raise TypeError(f"{op}(): argument 'dim' must be an int, got {type(dim).__name__} ({dim!r})")
     n = max(ndim, 1)  # a 0-d tensor accepts dim 0 and -1, as in PyTorch
     if not -n <= dim < n:
-        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "
-                         f"dimension(s) (valid: {-n} .. {n - 1})")
+        where = (f"for a new dimension of a tensor with {ndim - 1}" if new else f"for a tensor with {ndim}")
+        raise IndexError(f"{op}: dimension {dim} is out of range {where} dimension(s) (valid: {-n} .. {n - 1})")
     return dim % n

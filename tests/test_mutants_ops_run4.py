@@ -272,7 +272,7 @@ def test_overwriting_in_place_sends_zeros_in_the_tensors_own_dtype(write):
 
 # -- shape.stack, Cat ---------------------------------------------------------------------------------
 def test_stack_and_cat_name_themselves_when_the_dim_is_out_of_range():
-    with pytest.raises(IndexError, match=r"^stack: dimension 3 is out of range for a tensor with 2 dimension"):
+    with pytest.raises(IndexError, match=r"^stack: dimension 3 is out of range for a new dimension of a tensor with 1 dimension"):
         mt.stack([mt.ones(2), mt.ones(2)], dim=3)
     with pytest.raises(IndexError, match=r"^cat: dimension 2 is out of range for a tensor with 1 dimension"):
         mt.cat([mt.ones(2), mt.ones(2)], dim=2)

@@ -118,7 +118,7 @@ class Unsqueeze(Function):
 
     @staticmethod
     def forward(ctx, x, dim):
-        ctx.dim = _dim(dim, x.ndim + 1, "unsqueeze")
+        ctx.dim = _dim(dim, x.ndim + 1, "unsqueeze", new=True)
         return np.expand_dims(x._data, ctx.dim)
 
     @staticmethod
@@ -399,5 +399,5 @@ def stack(tensors, dim=0):
     if len(shapes) > 1:
         raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
                            f"{', '.join(str(list(t.shape)) for t in tensors)}")
-    d = _dim(dim, tensors[0].ndim + 1, "stack")
+    d = _dim(dim, tensors[0].ndim + 1, "stack", new=True)
     return cat([t.unsqueeze(d) for t in tensors], d)
