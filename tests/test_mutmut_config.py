@@ -1,6 +1,7 @@
 """`make mutate`'s per-module test table ([tool.microtorch.mutate-tests] in pyproject.toml) and
 the plugin applying it (tests/mutmut_select.py): tests/README.md, "Mutation testing"."""
 import ast
+import os
 import tomllib
 from pathlib import Path
 
@@ -45,7 +46,35 @@ def test_no_module_defines_a_function_twice():
 
 def test_the_plugin_is_loaded_by_mutmut():
     args = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]["pytest_add_cli_args"]
-    assert "tests.mutmut_select" in args and "tests.mutmut_gc" in args
+    assert "tests.mutmut_select" in args and "tests.mutmut_gc" in args and "tests.mutmut_hypothesis" in args
+
+
+_FAILS_FROM_11 = """
+from hypothesis import given, strategies as st
+
+@given(st.integers(0, 1000))
+def test_small(x):
+    assert x <= 10
+"""
+
+
+@pytest.mark.parametrize("plugin", [False, True])
+def test_under_mutmut_a_failing_hypothesis_example_is_not_kept_for_the_next_mutant(tmp_path, plugin):
+    """Without the plugin hypothesis saves the failing example (and the next run replays it first:
+    in a shared mutants/ that made every later mutant look killed); with it nothing is saved."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_fails.py").write_text(_FAILS_FROM_11, encoding="utf-8")
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "test_fails.py"]
+    if plugin:
+        args[3:3] = ["-p", "tests.mutmut_hypothesis"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    outs = [subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True) for _ in range(2)]
+    assert [o.returncode for o in outs] == [1, 1], outs[0].stdout[-2000:]
+    saved = [p for p in (tmp_path / ".hypothesis" / "examples").rglob("*") if p.is_file()]
+    assert bool(saved) is not plugin
+    assert all("x=11" in o.stdout for o in outs)  # hypothesis shrank to the smallest failing x either way
 
 
 @pytest.mark.parametrize("mutant, files", [
