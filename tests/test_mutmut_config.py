@@ -66,6 +66,10 @@ def test_under_mutmut_a_failing_hypothesis_example_is_not_kept_for_the_next_muta
     import sys
 
     (tmp_path / "test_fails.py").write_text(_FAILS_FROM_11, encoding="utf-8")
+    # as on a developer's machine: with CI set, hypothesis loads its own "ci" profile, which has no
+    # database either, so without this the two cases would not differ in CI
+    (tmp_path / "conftest.py").write_text('from hypothesis import settings\nsettings.load_profile("default")\n',
+                                          encoding="utf-8")
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "test_fails.py"]
     if plugin:
         args[3:3] = ["-p", "tests.mutmut_hypothesis"]
