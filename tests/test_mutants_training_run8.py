@@ -124,6 +124,16 @@ def test_all_zero_gradients_nudged_to_5e_9_are_rejected():
     assert msg.startswith(C4 + GRAD_LINES) and H_SHRINK in msg
 
 
+def test_a_norm_of_5e_9_for_all_zero_gradients_is_rejected():
+    """All-zero gradients have total norm 0: 5e-9 returned for it is wrong (the norm is compared to
+    1e-6 relative and 1e-12 absolute; at 0 only the absolute part counts), the gradients left right."""
+    def nudges_the_zero_norm(grads, mx):
+        total = clip_norm(grads, mx)
+        return total + 5e-9 if total == 0 else total
+    msg = failure(mt.exercises.check_clip_grad_norm, nudges_the_zero_norm)
+    assert msg.startswith(C4 + NORM_LINE + "5e-09, but clip_grad_norm_ returns 0")
+
+
 def test_a_clipping_5e_5_short_of_max_norm_is_told_the_common_factor_not_per_gradient():
     """Every gradient within max_norm and their total 5e-5 below it: a near-right global clipping (wrong
     beyond 1e-5), not per-gradient clipping, whose total is not max_norm (1e-4 apart at least)."""
