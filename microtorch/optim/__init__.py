@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from .grad_mode import enable_grad, no_grad
-from . import recording as _trace
-from .nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
-from .sparse.coo import coalesce_plan, sum_duplicates
-from .tensor import Tensor
+from ..grad_mode import enable_grad, no_grad
+from .. import recording as _trace
+from ..nn.flat import FlatParameters, _flat_tensor, collect_parameters, flatten_parameters
+from ..sparse.coo import coalesce_plan, sum_duplicates
+from ..tensor import Tensor
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "SparseAdam"]
 
@@ -159,7 +159,7 @@ class Optimizer:
     def state(self) -> dict:
         """PyTorch's per-parameter view: ``opt.state[p]["exp_avg"]`` is a tensor viewing p's
         slice of the flat state buffer (no copy); parameters not yet stepped have no entry."""
-        from .creation import tensor
+        from ..creation import tensor
 
         out = {}
         for flat, state, steps in zip(self._flats, self._state, self._steps):
@@ -179,7 +179,7 @@ class Optimizer:
         ``state`` entry. The tensors are copies (later steps do not change a saved dict).
         SGD keeps ``momentum_buffer`` (nothing without momentum), Adam/AdamW ``step`` (a 0-d
         float32 tensor, as in PyTorch), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq``)."""
-        from .creation import tensor
+        from ..creation import tensor
 
         state, groups, index = {}, [], 0
         for group, flat, bufs, steps in zip(self.param_groups, self._flats, self._state, self._steps):
