@@ -368,11 +368,11 @@ def test_wrong_dependency_counts_are_explained(wrong, words):
 def test_every_node_of_the_walk_graphs_is_labelled_by_what_it_made(hidden):
     """A message never calls a node of the graph tried "a node from some other graph": the random graphs'
     partial sums of the loss are labelled too ("the node that made v2 + v5")."""
-    from microtorch.exercises import backprop, checking
+    from microtorch.exercises import backprop_walks, checking
 
     before, checking._HIDDEN[0] = checking._HIDDEN[0], hidden
     try:
-        cases = backprop._graph_cases(deep=50)
+        cases = backprop_walks._graph_cases(deep=50)
     finally:
         checking._HIDDEN[0] = before
     for what, loss, labels in cases:

@@ -12,11 +12,13 @@ values stored in the engine's bytes), never from that engine code.
 function; the checkers of those exercises also run a subset of the engine's own tests with
 it plugged in (:mod:`.suites`). ``course`` makes student versions and grades them (nbgrader).
 
-One module per notebook; every checker is importable from here.
+One module per exercise topic, named after its notebook (``backprop_walks`` and
+``backprop_gradients`` for notebook 02); every checker is importable from here.
 """
 from . import fallbacks
 from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
-from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
+from .backprop_gradients import check_logsumexp, check_numerical_grad
+from .backprop_walks import check_dependency_counts, check_topo_order
 from .capstone import check_activation_peak, check_choose_configuration
 from .checkpoint import check_optimal_chain, check_sqrt_segments
 from .inplace import check_derivative_from_output, check_inplace_safe
