@@ -21,7 +21,8 @@ from .backprop_gradients import check_logsumexp, check_numerical_grad
 from .backprop_walks import check_dependency_counts, check_topo_order
 from .capstone import check_activation_peak, check_choose_configuration
 from .checkpoint import check_optimal_chain, check_sqrt_segments
-from .inplace import check_derivative_from_output, check_inplace_safe
+from .inplace_derivatives import check_derivative_from_output
+from .inplace_safety import check_inplace_safe
 from .planning import check_block_liveness, check_first_fit, check_greedy_vs_first_fit
 from .pool import check_free_list_pool, check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
