@@ -33,7 +33,8 @@ from .training import check_adam_step, check_clip_grad_norm, check_momentum_upda
 from .checking import has_passed, yours_or_engine
 from .plugins import PLUG_POINTS, use, use_if_passed
 from .suites import run_suite
-from .views import check_alias_by_strides, check_extent, check_view_strides, check_windows
+from .view_strides import check_view_strides
+from .views import check_alias_by_strides, check_extent, check_windows
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
            "check_align_up", "check_bump_arena", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
