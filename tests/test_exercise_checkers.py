@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import microtorch as mt
-from microtorch.exercises import arena, checking, inplace, pool, refcounts, training, views
+from microtorch.exercises import arena, checking, inplace_derivatives, inplace_safety, pool, refcounts, training, views
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -252,14 +252,14 @@ def test_references_agree_with_the_engine_views():
 
 
 def test_references_agree_with_the_engine_backward_and_plan():
-    for op, (words, make, xs, _) in inplace._UNARY.items():
+    for op, (words, make, xs, _) in inplace_derivatives._UNARY.items():
         x = mt.tensor(xs, dtype="float64", requires_grad=True)
         make(x).sum().backward()
-        assert np.allclose(inplace.NUMPY_SLOPES[op][1](np.array(xs)), x.grad.numpy()), op
+        assert np.allclose(inplace_derivatives.NUMPY_SLOPES[op][1](np.array(xs)), x.grad.numpy()), op
     forced = 0
-    for title, run in inplace._inplace_programs():
-        for c, plan_says, _ in inplace._cases(run()):
-            assert inplace.reference_verdict(c) == plan_says, (title, c.line)
+    for title, run in inplace_safety._inplace_programs():
+        for c, plan_says, _ in inplace_safety._cases(run()):
+            assert inplace_safety.reference_verdict(c) == plan_says, (title, c.line)
             forced += (c.op in ("Mul", "Div") and c.other_needs_grad and c.fits and c.made_by_op
                        and not (c.saved_by or c.later_reads or c.alive_at_end))
     assert forced >= 2, "no case where only the Mul/Div rule keeps an op out of place"

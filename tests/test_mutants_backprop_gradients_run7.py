@@ -1,5 +1,5 @@
-"""Mutation run 7, the gradient half of ``exercises/backprop.py`` (notebook 02's exercises 3 and 4):
-what a learner is shown.
+"""Mutation run 7, the gradient half of ``exercises/backprop.py`` (since split:
+``backprop_gradients.py``; notebook 02's exercises 3 and 4): what a learner is shown.
 
 * ``check_numerical_grad``: a catalogue of wrong numerical gradients (one-sided differences either
   way, dividing by eps or by 4·eps, x not put back, perturbing a copy, only the first element
@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import microtorch as mt
-from microtorch.exercises import backprop as ex
+from microtorch.exercises import backprop_gradients as ex
 from microtorch.exercises import checking
 
 from checker_probes import Recorder, cases_counted, failure

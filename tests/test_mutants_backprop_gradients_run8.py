@@ -1,5 +1,5 @@
-"""Mutation run 8, the gradient half of ``exercises/backprop.py`` (notebook 02's exercises 3 and 4): the
-survivors run 7 left untriaged. What a learner is shown:
+"""Mutation run 8, the gradient half of ``exercises/backprop.py`` (since split: ``backprop_gradients.py``;
+notebook 02's exercises 3 and 4): the survivors run 7 left untriaged. What a learner is shown:
 
 * ``check_numerical_grad``'s hints and their tolerances: twice or half the answer is recognised within
   1e-6 + 1e-4·|it|, one-sided differences within 1e-9 + 1e-6·|them|, not beyond (answers moved by just
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import microtorch as mt
-from microtorch.exercises import backprop as ex
+from microtorch.exercises import backprop_gradients as ex
 
 from checker_probes import Recorder, failure
 from test_exercise_checkers import _softmax_of  # softmax from what forward saved

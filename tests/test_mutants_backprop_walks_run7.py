@@ -1,5 +1,6 @@
-"""Mutation run 7, ``exercises/backprop.py``'s graph walks (notebook 02's exercises 1 and 2,
-``check_topo_order`` and ``check_dependency_counts``): what a learner is shown.
+"""Mutation run 7, ``exercises/backprop.py``'s graph walks (since split: ``backprop_walks.py``;
+notebook 02's exercises 1 and 2, ``check_topo_order`` and ``check_dependency_counts``): what a
+learner is shown.
 
 * a catalogue of wrong answers per checker, each a mistake the notebook warns about or an
   off-by-one: for the order, a breadth-first walk, a depth-first pre-order, the post-order not
@@ -37,7 +38,7 @@ import pytest
 
 import microtorch as mt
 from microtorch import autograd
-from microtorch.exercises import backprop as ex, checking
+from microtorch.exercises import backprop_walks as ex, checking
 
 from checker_probes import Recorder, cases_counted, failure
 from test_exercise_checkers import _solutions

@@ -12,7 +12,7 @@ import pytest
 import numpy as np
 
 import microtorch as mt
-from microtorch.exercises import backprop, checking, fallbacks, suites, views
+from microtorch.exercises import backprop_gradients, checking, fallbacks, suites, views
 from microtorch.functions.elementwise import Exp
 from microtorch.functions.reduction import Mean
 
@@ -295,19 +295,19 @@ def test_the_fallback_windows_are_the_windows_counted_one_by_one_for_every_check
 
 def test_the_fallback_logsumexp_has_the_checkers_values_and_softmax_gradient_on_its_cases():
     r = np.random.default_rng(0)
-    for what, x0 in _visible_and_hidden(backprop._lse_cases):
+    for what, x0 in _visible_and_hidden(backprop_gradients._lse_cases):
         x = mt.tensor(x0, dtype="float64", requires_grad=True)
         y = fallbacks.LogSumExp.apply(x)
-        want = backprop._numpy_logsumexp(x0)
+        want = backprop_gradients._numpy_logsumexp(x0)
         assert y.dtype == mt.float64 and y.shape == want.shape, what
         assert np.allclose(y.detach().numpy(), want, rtol=1e-10, atol=1e-10), what
         g0 = r.standard_normal(want.shape)
         (y * mt.tensor(g0, dtype="float64")).sum().backward()
-        assert np.allclose(x.grad.numpy(), g0[..., None] * backprop._numpy_softmax(x0), rtol=1e-8, atol=1e-10), what
+        assert np.allclose(x.grad.numpy(), g0[..., None] * backprop_gradients._numpy_softmax(x0), rtol=1e-8, atol=1e-10), what
 
 
 def test_the_fallback_logsumexp_keeps_float32():
     x0 = np.array([[1000.0, 1001.0, 999.0], [-1.0, 0.0, 0.5]], dtype=np.float32)
     y = fallbacks.LogSumExp.apply(mt.tensor(x0))
     assert y.dtype == mt.float32
-    assert np.allclose(y.numpy(), backprop._numpy_logsumexp(x0.astype(np.float64)), rtol=1e-6)
+    assert np.allclose(y.numpy(), backprop_gradients._numpy_logsumexp(x0.astype(np.float64)), rtol=1e-6)

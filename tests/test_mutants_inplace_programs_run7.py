@@ -1,5 +1,6 @@
-"""Mutation run 7, ``exercises/inplace.py``, second half (notebook 07's exercise 2,
-``can_run_in_place``, checked by ``check_inplace_safe``): what a learner is shown.
+"""Mutation run 7, ``exercises/inplace.py``, second half (since split: ``inplace_safety.py``;
+notebook 07's exercise 2, ``can_run_in_place``, checked by ``check_inplace_safe``): what a
+learner is shown.
 
 * a catalogue of wrong verdict functions, each a mistake the notebook warns about (always yes,
   always no, the other factor's gradient forgotten for Mul or for Div, other ops' saves
@@ -30,8 +31,8 @@ import pytest
 
 import microtorch as mt
 from microtorch.exercises import checking
-from microtorch.exercises import inplace as ex
-from microtorch.exercises.inplace import Candidate
+from microtorch.exercises import inplace_safety as ex
+from microtorch.exercises.inplace_safety import Candidate
 
 from checker_probes import Recorder, cases_counted, failure
 from test_exercise_checkers import _solutions

@@ -1,5 +1,6 @@
-"""Mutation run 7, ``exercises/inplace.py`` (notebook 07's checkers), first half: exercise 1's
-checker ``check_derivative_from_output`` (with ``_sig``, ``_slope``, ``_inputs``) and the facts
+"""Mutation run 7, ``exercises/inplace.py`` (notebook 07's checkers; since split into
+``inplace_derivatives.py`` and ``inplace_safety.py``), first half: exercise 1's checker
+``check_derivative_from_output`` (with ``_sig``, ``_slope``, ``_inputs``) and the facts
 ``candidates(trace)`` (``_names``, ``_cases``) hands to exercise 2. What a learner is shown:
 
 * a catalogue of wrong derivatives (the slope of the op at x = z, a forgotten factor, a mask that
@@ -33,8 +34,9 @@ import pytest
 import microtorch as mt
 from microtorch import recording
 from microtorch.exercises import checking
-from microtorch.exercises import inplace as ex
-from microtorch.exercises.inplace import candidates
+from microtorch.exercises import inplace_derivatives as derivatives
+from microtorch.exercises import inplace_safety as ex
+from microtorch.exercises.inplace_safety import candidates
 from microtorch.memory.inplace_analysis import VARIANTS
 
 from checker_probes import Recorder, cases_counted, failure
@@ -112,10 +114,10 @@ def test_the_reference_slopes_are_torchs():
     positive = np.linspace(0.1, 4.0, 25)
     for op in OPS:
         x = positive if op in ("sqrt", "log") else both
-        z, slope = ex._slope(op, x)
+        z, slope = derivatives._slope(op, x)
         tz, tslope = _torch_slope(op, x)
         assert np.allclose(z, tz, rtol=1e-12, atol=1e-15) and np.allclose(slope, tslope, rtol=1e-12, atol=1e-15), op
-    assert np.allclose(ex._sig(np.array([-2.0, 0.0, 3.0])), 1 / (1 + np.exp([2.0, 0.0, -3.0])))
+    assert np.allclose(derivatives._sig(np.array([-2.0, 0.0, 3.0])), 1 / (1 + np.exp([2.0, 0.0, -3.0])))
 
 
 def test_every_op_is_asked_once_with_a_float64_z():
@@ -199,7 +201,7 @@ MISTAKES = [  # (op, wrong derivative of z, words of the hint)
     ("sqrt", lambda z: 0.5 / np.sqrt(z), "Those are the slopes of sqrt at x = z: " + AS_IF),
     ("exp", np.exp, "Those are the slopes of exp at x = z: " + AS_IF),
     ("sigmoid", lambda z: z, "Hint: σ'(x) = σ(x) (1 − σ(x)) = z (1 − z)"),
-    ("sigmoid", lambda z: ex._sig(z) * (1 - ex._sig(z)), "Those are the slopes of sigmoid at x = z: " + AS_IF),
+    ("sigmoid", lambda z: derivatives._sig(z) * (1 - derivatives._sig(z)), "Those are the slopes of sigmoid at x = z: " + AS_IF),
     ("log", _one_over, "Hint: d log x / dx = 1/x, and x = eᶻ, so it is e⁻ᶻ: the output is enough."),
     ("log", lambda z: np.exp(z), "Hint: d log x / dx = 1/x"),
     ("relu", lambda z: (z >= 0).astype(float), "z = 0 happens for every x ≤ 0, where the slope is 0"),

@@ -1,4 +1,5 @@
-"""Mutation run 7, ``exercises/views.py`` (notebook 06's checkers): what a learner is shown.
+"""Mutation run 7, ``exercises/views.py`` (notebook 06's checkers; since split: ``check_view_strides``
+and its helpers are in ``view_strides.py``): what a learner is shown.
 
 * a catalogue of wrong answers per checker, each a mistake the notebook warns about (negative
   strides ignored or taken as |stride|, an off-by-one, bytes instead of elements, the offset left
@@ -26,6 +27,7 @@ import pytest
 
 import microtorch as mt
 from microtorch.exercises import checking
+from microtorch.exercises import view_strides as vs
 from microtorch.exercises import views as ex
 
 from checker_probes import cases_counted, failure
@@ -948,31 +950,31 @@ def test_torchs_view_passes_the_checker_visible_and_hidden(capsys):
 def test_the_view_reference_agrees_with_torch_on_every_case():
     if torch is None:
         pytest.skip("torch is not installed")
-    cases = ex._view_cases() + _with_hidden(ex._view_cases)
+    cases = vs._view_cases() + _with_hidden(vs._view_cases)
     for what, shape, strides, new_shape in cases:
-        want, torch_says = ex._numpy_view_strides(shape, strides, new_shape), _torch_view_strides(shape, strides,
+        want, torch_says = vs._numpy_view_strides(shape, strides, new_shape), _torch_view_strides(shape, strides,
                                                                                                   new_shape)
         assert (want is None) == (torch_says is None), (what, shape, strides, new_shape)
         if want is not None:
             assert all(type(s) is int for s in want) and len(want) == len(new_shape)
-            assert ex._positions_of(new_shape, want).tolist() == _positions_by_hand(0, shape, strides)
+            assert vs._positions_of(new_shape, want).tolist() == _positions_by_hand(0, shape, strides)
             assert all(a == b for n, a, b in zip(new_shape, want, torch_says) if n != 1), what
 
 
 def test_the_view_reference_by_hand():
-    assert ex._numpy_view_strides((4, 6), (6, 1), (24,)) == (1,)
-    assert ex._numpy_view_strides((6, 4), (1, 6), (24,)) is None          # x.T.view(-1) refuses
-    assert ex._numpy_view_strides((4, 3), (6, 2), (4, 3, 1))[:2] == (6, 2)  # x[:, ::2] as (4, 3, 1)
-    assert ex._numpy_view_strides((3, 6), (6, 1), (3, 2, 3)) == (6, 3, 1)   # x[1:].view(3, 2, 3)
-    assert ex._numpy_view_strides((4, 4), (6, 1), (16,)) is None
-    assert ex._numpy_view_strides((4, 5), (6, 0), (2, 2, 5)) == (12, 6, 0)
-    assert ex._numpy_view_strides((2, 3), (3, 1), (7,)) is None             # another number of elements
+    assert vs._numpy_view_strides((4, 6), (6, 1), (24,)) == (1,)
+    assert vs._numpy_view_strides((6, 4), (1, 6), (24,)) is None          # x.T.view(-1) refuses
+    assert vs._numpy_view_strides((4, 3), (6, 2), (4, 3, 1))[:2] == (6, 2)  # x[:, ::2] as (4, 3, 1)
+    assert vs._numpy_view_strides((3, 6), (6, 1), (3, 2, 3)) == (6, 3, 1)   # x[1:].view(3, 2, 3)
+    assert vs._numpy_view_strides((4, 4), (6, 1), (16,)) is None
+    assert vs._numpy_view_strides((4, 5), (6, 0), (2, 2, 5)) == (12, 6, 0)
+    assert vs._numpy_view_strides((2, 3), (3, 1), (7,)) is None             # another number of elements
 
 
 def test_positions_of_is_offset_plus_index_times_strides_in_c_order():
     for shape, strides in [((4, 6), (6, 1)), ((6, 4), (1, 6)), ((2, 3, 4), (1, 8, 2)), ((3,), (-2,)),
                            ((4, 5), (6, 0)), ((1, 1, 6), (6, 6, 1)), ((), ())]:
-        got = ex._positions_of(shape, strides)
+        got = vs._positions_of(shape, strides)
         assert got.tolist() == _positions_by_hand(0, shape, strides), shape
         assert got.dtype == np.int64
 
@@ -987,14 +989,14 @@ def test_the_view_strides_pass_message_counts_the_cases_tried(capsys):
 
 
 def test_the_view_strides_checker_is_called_with_each_cases_layout():
-    for (what, shape, strides, new_shape), args in zip(ex._view_cases(),
+    for (what, shape, strides, new_shape), args in zip(vs._view_cases(),
                                                        _calls(mt.exercises.check_view_strides, view_strides)):
         assert args == (shape, strides, new_shape), what
 
 
 def test_the_view_cases_are_the_promised_kinds():
     for hidden in (False, True):
-        cases = _with_hidden(ex._view_cases) if hidden else ex._view_cases()
+        cases = _with_hidden(vs._view_cases) if hidden else vs._view_cases()
         kinds = {"refuses": 0, "a view": 0, "transpose": 0, "steps": 0, "expand": 0, "permutation": 0,
                  "size-1 dims": 0, "random refuses": 0, "random view": 0, "random stepped": 0, "random whole": 0}
         for what, shape, strides, new_shape in cases:
@@ -1003,7 +1005,7 @@ def test_the_view_cases_are_the_promised_kinds():
             if m:
                 assert eval(m.group(1)) == shape  # noqa: S307
                 assert len(new_shape) == 3
-                refuses = ex._numpy_view_strides(shape, strides, new_shape) is None
+                refuses = vs._numpy_view_strides(shape, strides, new_shape) is None
                 kinds["random refuses" if refuses else "random view"] += 1
                 kinds["random stepped" if math.prod(shape) < 24 else "random whole"] += 1
                 assert sorted(strides) in ([1, 4, 12], [2, 4, 12], [1, 8, 12], [1, 4, 24]), strides
@@ -1012,7 +1014,7 @@ def test_the_view_cases_are_the_promised_kinds():
             assert (tuple(v.shape), tuple(v.stride())) == (shape, strides), what
             if what.startswith("x (4, 6)"):
                 assert (shape, strides) == ((4, 6), (6, 1))
-            refuses = ex._numpy_view_strides(shape, strides, new_shape) is None
+            refuses = vs._numpy_view_strides(shape, strides, new_shape) is None
             kinds["refuses" if refuses else "a view"] += 1
             kinds["transpose"] += what == "x.T"
             kinds["steps"] += "::" in what
@@ -1024,7 +1026,7 @@ def test_the_view_cases_are_the_promised_kinds():
 
 
 def test_the_hidden_view_cases_keep_the_real_views_and_draw_other_random_ones():
-    visible, hidden = ex._view_cases(), _with_hidden(ex._view_cases)
+    visible, hidden = vs._view_cases(), _with_hidden(vs._view_cases)
     fixed = [c for c in visible if not c[0].startswith("a random view")]
     assert hidden[:len(fixed)] == fixed
     assert hidden[len(fixed):len(visible)] != visible[len(fixed):]

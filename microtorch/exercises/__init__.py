@@ -12,14 +12,17 @@ values stored in the engine's bytes), never from that engine code.
 function; the checkers of those exercises also run a subset of the engine's own tests with
 it plugged in (:mod:`.suites`). ``course`` makes student versions and grades them (nbgrader).
 
-One module per notebook; every checker is importable from here.
+One module per exercise topic, named after its notebook (``backprop_walks`` and
+``backprop_gradients`` for notebook 02); every checker is importable from here.
 """
 from . import fallbacks
 from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
-from .backprop import check_dependency_counts, check_logsumexp, check_numerical_grad, check_topo_order
+from .backprop_gradients import check_logsumexp, check_numerical_grad
+from .backprop_walks import check_dependency_counts, check_topo_order
 from .capstone import check_activation_peak, check_choose_configuration
 from .checkpoint import check_optimal_chain, check_sqrt_segments
-from .inplace import check_derivative_from_output, check_inplace_safe
+from .inplace_derivatives import check_derivative_from_output
+from .inplace_safety import check_inplace_safe
 from .planning import check_block_liveness, check_first_fit, check_greedy_vs_first_fit
 from .pool import check_free_list_pool, check_size_class_of, check_size_classes
 from .refcounts import check_leaked_storages, check_peak_extra_bytes, check_refcounts
@@ -30,7 +33,8 @@ from .training import check_adam_step, check_clip_grad_norm, check_momentum_upda
 from .checking import has_passed, yours_or_engine
 from .plugins import PLUG_POINTS, use, use_if_passed
 from .suites import run_suite
-from .views import check_alias_by_strides, check_extent, check_view_strides, check_windows
+from .view_strides import check_view_strides
+from .views import check_alias_by_strides, check_extent, check_windows
 
 __all__ = ["PLUG_POINTS", "fallbacks", "has_passed", "run_suite", "use", "use_if_passed", "yours_or_engine",
            "check_align_up", "check_bump_arena", "check_bump_offsets", "check_chunk_plan", "check_leaked_storages", "check_peak_extra_bytes",
