@@ -166,7 +166,7 @@ check_extent = checker("extent", blocks=_view_blocks, suite="extent")(check_exte
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 2: do two views share an element?
+# Exercise 3: do two views share an element?
 # ----------------------------------------------------------------------------------------------
 def _alias_cases():
     x, s = _x(), _s()
@@ -252,7 +252,7 @@ def _some_positions(p: np.ndarray, most: int = 12) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 3: sliding windows are strides
+# Exercise 2: sliding windows are strides
 # ----------------------------------------------------------------------------------------------
 def _window_cases():
     s = _s()
