@@ -668,3 +668,48 @@ def test_every_node_of_a_stored_graph_is_labelled_with_the_value_it_made(hidden)
                    for n, label in zip(nodes, names))
         assert len(set(names)) == len(names), what
         assert all(t.name for n in nodes for t in _leaf_edges(n)), what
+
+
+# ----------------------------------------------------------------------------------------------
+# added in run 9 (tests/mutation-run-9/exercises-backprop-walks.md): the names a learner is told
+# ----------------------------------------------------------------------------------------------
+STORED_NAMES = {  # per stored graph: (node kind, the value it made) for every node; the leaves' names
+    "a plain chain": ([("AddBackward", "y"), ("MulBackward", "u"), ("SumBackward", "loss"), ("TanhBackward", "h")],
+                      ["b", "w"]),  # x needs no gradient: no edge
+    "h = tanh(x * w) used three times": ([("AddBackward", "y"), ("MulBackward", "hh"), ("MulBackward", "u"),
+                                          ("SumBackward", "loss"), ("TanhBackward", "h")], ["w", "x"]),
+    "two paths": ([("AddBackward", "s"), ("ExpBackward", "a"), ("MulBackward", "c1"), ("MulBackward", "u"),
+                   ("SumBackward", "loss"), ("TanhBackward", "c2"), ("TanhBackward", "c3")], ["x"]),
+    "doubling": ([("AddBackward", f"y{k}") for k in range(1, 7)], ["x", "x"]),
+    "a small MLP": ([("AddBackward", "a1"), ("AddBackward", "pred"), ("MatmulBackward", "z1"), ("MatmulBackward", "z2"),
+                     ("MeanBackward", "loss"), ("MulBackward", "sq"), ("ReluBackward", "h1"), ("SubBackward", "diff")],
+                    ["W1", "W2", "b1", "b2"]),  # X and T need no gradient
+    "a deep chain": (sorted(("MulBackward", f"y{k}") for k in range(1, 5001)), ["x"]),
+    "h = tanh(x) used by three consumers": ([("AddBackward", "p + s"), ("AddBackward", "s"), ("MulBackward", "hh"),
+                                             ("SumBackward", "loss"), ("TanhBackward", "h"), ("TanhBackward", "p"),
+                                             ("TanhBackward", "q"), ("TanhBackward", "q1")], ["x"]),
+}
+
+
+def test_every_stored_graph_names_its_nodes_and_leaves_as_its_formula_does():
+    """The words a message shows a learner: each node "<kind> (the node that made <name>)" with the name
+    of the value in the graph's formula, the loss's node "... made loss", and each leaf that needs a
+    gradient (an edge of the graph) under its own name."""
+    stored = _stored()
+    assert len(stored) == len(STORED_NAMES)
+    for start, (nodes, leaves) in STORED_NAMES.items():
+        what, loss, labels = _stored_named(start)
+        order = _engine_order(loss.grad_fn)
+        made = sorted((n.name, re.fullmatch(rf"{n.name} \(the node that made (.+)\)", labels[n]).group(1))
+                      for n in order)
+        assert made == nodes, what
+        assert sorted(t.name for n in order for t in _leaf_edges(n)) == leaves, what
+
+
+def test_the_doubling_and_three_consumer_graphs_are_described_in_full():
+    """The two stored graphs the catalogue's messages do not quote whole: their descriptions word for word."""
+    assert _stored_named("doubling")[0] == ("doubling, y1 = x + x, y2 = y1 + y1, ..., y6 = y5 + y5 "
+                                            "(each node feeds the next one twice)")
+    assert _stored_named("h = tanh(x) used by three consumers")[0] == (
+        "h = tanh(x) used by three consumers side by side, twice by one of them: p = tanh(h), "
+        "hh = h * h, q1 = tanh(h), q = tanh(q1), s = hh + q, loss = (p + s).sum()")
