@@ -1,7 +1,8 @@
 """Build-your-own: ``mt.exercises.use(...)`` runs the real engine on the learner's functions.
 
 * every suite of :mod:`microtorch.exercises.suites` passes on the engine itself (they are
-  engine tests) and with the notebooks' reference solutions plugged in;
+  engine tests) and with the notebooks' reference solutions plugged in; every suite is registered
+  by importing the package, and a plug point without one is named, not a bare KeyError;
 * a plugged-in function is really what the engine calls (counted), and the engine's own is
   back after the block, also after an error;
 * a plug-in that is wrong inside the engine fails its suite with the test's name.
@@ -9,6 +10,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +49,24 @@ def _solution(stem: str, name: str):
 def test_every_plug_point_has_a_suite_and_a_notebook_solution():
     assert set(plugins.PLUG_POINTS) == set(suites.SUITES) == set(PLUGS)
     assert all(len(ts) >= 2 for ts in suites.SUITES.values())
+
+
+def test_importing_the_runner_alone_registers_every_suite():
+    """The tests are defined in engine_suites, which the package imports: a fresh interpreter that
+    imports only the runner finds every plug point's suite (a submodule loads its package first)."""
+    code = ("from microtorch.exercises import suites; "
+            "print(sorted((p, len(ts)) for p, ts in suites.SUITES.items()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == str(sorted((p, len(ts)) for p, ts in suites.SUITES.items()))
+
+
+def test_a_plug_point_without_a_suite_is_named(monkeypatch):
+    with pytest.raises(KeyError, match="no plug point 'unbroadcst'; the plug points are unbroadcast, "):
+        suites.run_suite("unbroadcst", lambda g, shape: g)
+    monkeypatch.delitem(suites.SUITES, "align_up")
+    with pytest.raises(KeyError, match="no tests registered for plug point 'align_up': .*engine_suites"):
+        suites.run_suite("align_up", lambda n, a: n)
 
 
 @pytest.mark.parametrize("plug, test", TESTS, ids=[f"{p}-{t.__name__}" for p, t in TESTS])

@@ -1,5 +1,6 @@
 """Tests written against surviving mutants of microtorch/exercises/checking.py, suites.py and
-fallbacks.py (mutation run 5, tests/mutation-run-5/exercises-core.md): the messages a checker
+fallbacks.py (mutation run 5, tests/mutation-run-5/exercises-core.md; ``checker`` has since moved
+to checker.py, the suites' tests and helpers to engine_suites.py): the messages a checker
 prints, the labels and refusals of switched-off engine code, the bare ``@checker`` form, learners'
 callables that are not plain functions, what a suite prints and which graph it names when one
 fails, and the fallbacks agreeing with the checkers they stand in for."""
@@ -12,7 +13,8 @@ import pytest
 import numpy as np
 
 import microtorch as mt
-from microtorch.exercises import backprop_gradients, checking, fallbacks, suites, views
+from microtorch.exercises import backprop_gradients, checking, engine_suites, fallbacks, suites, views
+from microtorch.exercises.checker import checker
 from microtorch.functions.elementwise import Exp
 from microtorch.functions.reduction import Mean
 
@@ -95,7 +97,7 @@ def test_checker_used_bare_checks_and_remembers_the_function():
         seen.append(fn)
         _check_ok(fn)
 
-    bare = checking.checker(check_double)
+    bare = checker(check_double)
 
     def double(x):
         return 2 * x
@@ -112,7 +114,7 @@ class _Unhashable:
 
 def test_an_unhashable_callable_passes_its_checker_but_is_not_remembered(capsys):
     fn = _Unhashable()
-    checking.checker("double")(_check_ok)(fn)
+    checker("double")(_check_ok)(fn)
     assert not checking.has_passed(fn)
     assert checking.yours_or_engine(fn, plain) is plain
 
@@ -126,8 +128,8 @@ def test_yours_or_engine_says_which_function_later_sections_use(capsys):
     nameless = functools.partial(double)
     checking.yours_or_engine(nameless, plain)
     assert capsys.readouterr().out.startswith("Your function has not passed")
-    checking.checker("double")(_check_ok)(double)
-    checking.checker("double")(_check_ok)(nameless)
+    checker("double")(_check_ok)(double)
+    checker("double")(_check_ok)(nameless)
     capsys.readouterr()
     assert checking.yours_or_engine(double, plain) is double
     assert capsys.readouterr().out == "Later sections use your double.\n"
@@ -187,7 +189,7 @@ def test_a_switched_off_property_still_deletes_for_the_engine():
             c.value
 
 
-# -- suites.py ----------------------------------------------------------------------------------
+# -- suites.py, engine_suites.py -----------------------------------------------------------------
 def _round_up(n, a):
     return _ENGINE_ALIGN_UP(n, a)
 
@@ -205,7 +207,7 @@ def test_gradient_suites_draw_their_inputs_from_seed_0_whatever_the_global_seed(
     inputs = []
     for global_seed in (1, 2):
         mt.manual_seed(global_seed)
-        inputs.append(suites._gradcheck(lambda a, b: (a * b).sum(), (2, 3), (3,)))
+        inputs.append(engine_suites._gradcheck(lambda a, b: (a * b).sum(), (2, 3), (3,)))
     g = mt.Generator().manual_seed(0)
     want = [mt.randn(2, 3, dtype="float64", generator=g), mt.randn(3, dtype="float64", generator=g)]
     for xs in inputs:
@@ -252,12 +254,12 @@ def test_a_schedule_that_misses_the_longer_path_fails_on_the_two_path_graph():
 def test_an_engine_op_with_a_wrong_backward_is_named_by_the_graph_that_uses_it(monkeypatch):
     monkeypatch.setattr(Exp, "backward", staticmethod(lambda ctx, g: g * ctx.saved_tensors[0] * 2.0))
     with pytest.raises(AssertionError, match="^a chain: "):
-        suites._schedule_grads("deps")
+        engine_suites._schedule_grads("deps")
     monkeypatch.undo()
     monkeypatch.setattr(Mean, "backward", staticmethod(lambda ctx, g: mt.ones(ctx.shape, dtype=g.dtype) * g))
     monkeypatch.delattr(Mean, "numpy_backward")
     with pytest.raises(AssertionError, match="^a small MLP: "):
-        suites._schedule_grads("deps")
+        engine_suites._schedule_grads("deps")
 
 
 # -- fallbacks.py: each agrees with the checker it stands in for, on the checker's own cases --------

@@ -1,5 +1,6 @@
 """Mutation run 6: what run 5 left open in ``exercises/refcounts.py`` (notebook 03's leak and peak
-checkers) and ``exercises/suites.py`` (the peak suite's training step).
+checkers) and ``exercises/suites.py`` (the peak suite's training step, since moved to
+``exercises/engine_suites.py``).
 
 * the peak suite (the engine's own tests the peak checker runs with the learner's function plugged
   in) is a real training step: a baseline with the model live, forward then backward, its peak
@@ -21,7 +22,7 @@ from collections import Counter
 import pytest
 
 import microtorch as mt
-from microtorch.exercises import refcounts, suites
+from microtorch.exercises import engine_suites, refcounts, suites
 
 from checker_probes import Recorder as _Recorder, failure as _message
 from test_exercise_checkers import _peak_at_end, _peak_every_alloc
@@ -32,14 +33,14 @@ from test_mutants_refcounts_run5 import (
 
 
 # ----------------------------------------------------------------------------------------------
-# the peak suite's training step (suites._step_trace)
+# the peak suite's training step (engine_suites._step_trace)
 # ----------------------------------------------------------------------------------------------
 SUITE_STEP_TEST = "Trace.peak of a training step is the highest point of its live-bytes curve, first reached there"
 
 
 def test_the_peak_suite_records_a_training_step_whose_peak_is_inside_backward():
     """The suite's trace: the model and data live at the start, forward, one backward, the peak inside it."""
-    tr = suites._step_trace()
+    tr = engine_suites._step_trace()
     assert tr.events[0]["kind"] == "baseline" and tr.replay().live_bytes()[0] > 0
     assert len(tr.filter("backward")) == 1 and tr.filter("op") and tr.filter("node_run")
     first_run = tr.filter("node_run")[0]["step"]

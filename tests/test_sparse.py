@@ -65,6 +65,23 @@ def test_mm_coo_and_csr_agree_with_dense(case, n):
     np.testing.assert_allclose((S.to_sparse_csr() @ mt.tensor(D)).numpy(), want, atol=1e-12)
 
 
+def test_each_layout_is_registered_and_converts_both_ways_by_the_same_names_as_pytorch():
+    """COO reaches CSR through the layout registry (csr.py imports coo.py, not the other way)."""
+    from microtorch.sparse import base, coo, csr
+
+    assert base.SparseTensor._layouts == {"sparse_coo": coo.SparseCOOTensor,
+                                          "sparse_csr": csr.SparseCSRTensor}
+    S = mt.sparse_coo_tensor([[1, 0, 1], [2, 2, 0]], [5.0, 3.0, 4.0], (2, 3))  # uncoalesced order
+    D = S.to_dense()
+    for C in (S.to_sparse_csr(), csr.to_sparse_csr(S), csr.to_sparse_csr(D), D.to_sparse_csr()):
+        assert type(C) is csr.SparseCSRTensor and C.to_sparse_csr() is C
+        assert C.crow_indices().tolist() == [0, 1, 3] and C.col_indices().tolist() == [2, 0, 2]
+        assert C.values().tolist() == [3.0, 4.0, 5.0]
+        back = C.to_sparse()
+        assert type(back) is coo.SparseCOOTensor and back.is_coalesced()
+        assert back.to_dense().tolist() == [[0.0, 0.0, 3.0], [4.0, 0.0, 5.0]]
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 6), st.integers(0, 2 ** 31))
 def test_dense_to_sparse_round_trips(m, k, seed):

@@ -10,12 +10,13 @@ values stored in the engine's bytes), never from that engine code.
 
 ``with use(unbroadcast=fn): ...`` (:mod:`.plugins`) runs the real engine on the learner's
 function; the checkers of those exercises also run a subset of the engine's own tests with
-it plugged in (:mod:`.suites`). ``course`` makes student versions and grades them (nbgrader).
+it plugged in (:mod:`.suites` runs them; :mod:`.engine_suites`, imported here so that every
+suite is registered, defines them). ``course`` makes student versions and grades them (nbgrader).
 
 One module per exercise topic, named after its notebook (``backprop_walks`` and
 ``backprop_gradients`` for notebook 02); every checker is importable from here.
 """
-from . import fallbacks
+from . import engine_suites, fallbacks  # engine_suites: registers every plug point's suite
 from .arena import check_align_up, check_bump_arena, check_bump_offsets, check_chunk_plan
 from .backprop_gradients import check_logsumexp, check_numerical_grad
 from .backprop_walks import check_dependency_counts, check_topo_order

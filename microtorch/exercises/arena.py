@@ -8,7 +8,8 @@ engine's ``Arena`` on every case).
 """
 from __future__ import annotations
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 
 
 def _arena_blocks():

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..creation import randn
-from .checking import HIDDEN_SEED, _as_array, _call, _fail, _passed, checker, hidden, learner, rng
+from .checker import checker
+from .checking import HIDDEN_SEED, _as_array, _call, _fail, _passed, hidden, learner, rng
 
 
 def _sigmoid(x):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..creation import randn
 from ..tensor import Tensor
-from .checking import _fail, _passed, checker, hidden, learner, rng
+from .checker import checker
+from .checking import _fail, _passed, hidden, learner, rng
 
 
 def _graph_cases(deep: int = 5000):

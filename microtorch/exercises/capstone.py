@@ -8,7 +8,8 @@ rule written out here; cases are fixed tables, then random ones (another seed wh
 """
 from __future__ import annotations
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 
 
 def _reference(budget: int, results: dict):

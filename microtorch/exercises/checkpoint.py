@@ -1,7 +1,7 @@
 """Exercises of notebook 10 (recomputation): write the √n segmentation, and the exact
 dynamic program for a chain under a memory budget.
 
-Each checker runs only the learner's function (:func:`~.checking.checker`): while it runs,
+Each checker runs only the learner's function (:func:`~.checker.checker`): while it runs,
 the engine's own answers (``sqrt_segments``, ``sqrt_n``, ``optimal``, ``brute_force``,
 ``schedule``, ``frontier``, ``min_peak``) say "write this yourself". The references here
 are independent: a direct construction for the segments, and an exhaustive search (over
@@ -16,7 +16,8 @@ import random
 import time
 
 from ..utils import checkpoint_cost as _cost, checkpoint_schedule as _impl
-from .checking import _call, _fail, _passed, checker, hidden
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden
 
 def _schedule_blocks():
     """The engine's schedules: switched off while the learner's code runs."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checking import _as_array, _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _as_array, _call, _fail, _passed, hidden, rng
 
 
 def _sig(x):

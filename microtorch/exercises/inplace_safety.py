@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 
 
 def _plan_blocks():

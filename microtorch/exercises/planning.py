@@ -6,14 +6,15 @@ The references here are independent of the engine's planner: liveness by searchi
 (a buffer is live into a block if some path from it reads the buffer before writing it —
 no equations, no iteration), first-fit by trying every candidate offset, greedy-by-size
 the same way. While the learner's function runs, the engine's own liveness solver and
-planners are switched off (:func:`~.checking.checker`), so they cannot be the answer. Fixed
+planners are switched off (:func:`~.checker.checker`), so they cannot be the answer. Fixed
 cases come first, then random ones (another seed, and more of them, with ``hidden=True``).
 """
 from __future__ import annotations
 
 import random
 
-from .checking import _call, _fail, _passed, checker, hidden
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden
 
 
 def _planning_blocks():

@@ -34,9 +34,9 @@ plug point             what the engine then calls                            not
                        dampening, weight_decay)``: ``mt.optim.SGD``'s update
 =====================  ====================================================  ========
 
-Each plug point has a suite: a few of the engine's own tests (:mod:`.suites`, which the
-engine's test suite runs too) that must pass with the learner's function plugged in; the
-checker of that exercise runs it after the exercise's own cases pass.
+Each plug point has a suite: a few of the engine's own tests (defined in :mod:`.engine_suites`,
+run by :mod:`.suites`; the engine's test suite runs them too) that must pass with the learner's
+function plugged in; the checker of that exercise runs it after the exercise's own cases pass.
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import bisect
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 
 LOW, HIGH = 64, 1 << 20  # the pool's class range: 64 B .. 1 MiB
 

@@ -15,7 +15,8 @@ import contextlib
 import gc
 
 from ..recording import Holder
-from .checking import _call, _fail, _passed, checker, hidden, learner, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, learner, rng
 
 # ----------------------------------------------------------------------------------------------
 # Exercise 1: predict reference counts

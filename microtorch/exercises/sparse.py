@@ -5,13 +5,14 @@ The references here are independent of :mod:`microtorch.sparse` (plain Python lo
 the elements, and dense numpy algebra), on fixed cases and random ones (another seed, and
 more of them, with ``hidden=True``); while the learner's function runs, the engine's own
 conversions (``to_sparse_csr``, ``coalesce``, ``mt.sparse.mm``) are switched off
-(:func:`~.checking.checker`), so calling them is not an answer: write it yourself.
+(:func:`~.checker.checker`), so calling them is not an answer: write it yourself.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 
 
 def _sparse_blocks():

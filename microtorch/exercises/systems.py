@@ -1,7 +1,7 @@
 """Exercises of notebook 12 (systems): a thread cache, a best-fit allocator for changing
 shapes, and a NUMA layout for C = A × B (the AI-compiler article's exercises 4 and 5).
 
-Each checker runs only the learner's code (:func:`~.checking.checker`): while it runs, the
+Each checker runs only the learner's code (:func:`~.checker.checker`): while it runs, the
 engine's own answer is switched off — ``ThreadCaches``, ``BestFit`` and ``numa.matmul_cost``
 say "write this yourself". The references are independent: a ledger of which thread holds
 which block, a best-fit written here in a few lines over a plain list, and an exhaustive
@@ -16,7 +16,8 @@ import queue
 import random
 import threading
 
-from .checking import WriteItYourself, _call, _fail, _passed, checker, hidden, learner
+from .checker import checker
+from .checking import WriteItYourself, _call, _fail, _passed, hidden, learner
 
 
 def _thread_cache_blocks():

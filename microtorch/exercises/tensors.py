@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..creation import arange, randn
-from .checking import HIDDEN_SEED, WriteItYourself, _as_array, _call, _fail, _passed, checker, hidden, learner, rng
+from .checker import checker
+from .checking import HIDDEN_SEED, WriteItYourself, _as_array, _call, _fail, _passed, hidden, learner, rng
 
 
 STRIDE_CASES = [(5,), (2, 3), (3, 4, 5), (4, 1, 3), (2, 3, 4, 5), (7, 1), ()]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 from .views import _big, _x
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checking import _call, _fail, _passed, checker, hidden, rng
+from .checker import checker
+from .checking import _call, _fail, _passed, hidden, rng
 
 
 def _view_blocks():

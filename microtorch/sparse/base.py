@@ -47,6 +47,16 @@ class SparseTensor:
     _values_t: Tensor
     _shape: tuple[int, ...]
 
+    #: Each layout's class by its ``layout`` name, entered as it is defined. CSR is built on
+    #: COO (csr.py imports coo.py), so a COO tensor finds its CSR form's class here
+    #: (``S.to_sparse_csr()``) rather than by importing csr.py — as the ops make Tensors
+    #: through ``TensorBase._tensor_class``.
+    _layouts: dict[str, type] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        SparseTensor._layouts[cls.layout] = cls
+
     # -- what it is ----------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:

@@ -112,10 +112,10 @@ class SparseCOOTensor(SparseTensor):
         return self
 
     def to_sparse_csr(self):
-        """The same matrix as CSR (2-D, no dense dims): coalesced, rows compressed into pointers."""
-        from .csr import coo_to_csr
-
-        return coo_to_csr(self)
+        """The same matrix as CSR (2-D, no dense dims): coalesced, rows compressed into pointers
+        (:func:`microtorch.sparse.csr.coo_to_csr`; the CSR class, whose module builds on this
+        one, is found by its layout)."""
+        return self._layouts["sparse_csr"]._from_coo(self)
 
     # -- arithmetic ------------------------------------------------------------------------
     def _add_sparse(self, other) -> "SparseCOOTensor":

@@ -20,7 +20,7 @@ import numpy as np
 from ..tensor_base import TensorBase as Tensor
 from .base import SparseTensor, as_index_array, as_values
 from .buffers import array_tensor
-from .coo import SparseCOOTensor
+from .coo import SparseCOOTensor, to_sparse
 
 
 class SparseCSRTensor(SparseTensor):
@@ -66,6 +66,11 @@ class SparseCSRTensor(SparseTensor):
     def to_sparse_csr(self) -> "SparseCSRTensor":
         return self
 
+    @staticmethod
+    def _from_coo(s: SparseCOOTensor) -> "SparseCSRTensor":
+        """``s.to_sparse_csr()`` of a COO tensor ``s`` (which finds this class by its layout)."""
+        return coo_to_csr(s)
+
     def to_dense(self) -> Tensor:
         return self.to_sparse().to_dense()
 
@@ -99,8 +104,6 @@ def to_sparse_csr(t) -> SparseCSRTensor:
         return t.to_sparse_csr()
     if t.ndim != 2:
         raise RuntimeError(f"to_sparse_csr: expected a 2-d tensor, got {t.ndim} dims (size {list(t.shape)})")
-    from .coo import to_sparse
-
     return coo_to_csr(to_sparse(t))
 
 
