@@ -713,3 +713,24 @@ def test_the_doubling_and_three_consumer_graphs_are_described_in_full():
     assert _stored_named("h = tanh(x) used by three consumers")[0] == (
         "h = tanh(x) used by three consumers side by side, twice by one of them: p = tanh(h), "
         "hh = h * h, q1 = tanh(h), q = tanh(q1), s = hh + q, loss = (p + s).sum()")
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_each_partial_sum_of_a_random_loss_is_labelled_with_the_values_it_adds(hidden):
+    """loss = (v2 + v5 + v7).sum(): the Add nodes made "v2 + v5 + v7" and, below it, "v2 + v5"."""
+    for what, loss, labels in _randoms(hidden):
+        picks = re.fullmatch(r"loss = \((.*)\)\.sum\(\)", what.split("; ")[-1]).group(1).split(" + ")
+        total = loss.grad_fn.next_functions[0][0]
+        for i in range(len(picks), 1, -1):
+            assert labels[total] == f"AddBackward (the node that made {' + '.join(picks[:i])})", what
+            total = total.next_functions[0][0]
+
+
+def test_the_random_graphs_take_their_operands_from_both_leaves_and_the_values_made():
+    """Each value is made from one or two earlier ones, any of them: across the visible random graphs, both
+    leaves x0 and x1 and made values are operands."""
+    operands = set()
+    for what, _, _ in _randoms(False):
+        for line in what.split(": ", 1)[1].split("; ")[:-1]:
+            operands |= set(re.findall(r"\b[xv]\d+\b", line.split(" = ")[1]))
+    assert {"x0", "x1"} <= operands and any(o.startswith("v") for o in operands)
