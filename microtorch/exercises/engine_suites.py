@@ -325,21 +325,19 @@ def _sgd_matches_the_rule():
             assert np.allclose(p.detach().numpy(), want, rtol=1e-10), (lr, mu, damp, wd)
 
 
-@_test("sgd_momentum_step")
-def _sgd_trains():
-    """SGD with momentum over an MLP's flat parameter buffer lowers the loss on a regression task"""
-    from ..creation import Generator, randn
+def _trains(make_optimizer) -> None:
+    """40 steps of ``make_optimizer(model.parameters())`` on an MLP fitting a regression task: the loss
+    at least halves."""
+    from ..creation import Generator, manual_seed, randn
     from ..functions.loss import mse_loss
     from ..nn import MLP
-    from ..optim import SGD
 
     g = Generator().manual_seed(0)
     X = randn(64, 4, generator=g)
     Y = (X[:, :1] * 2 - X[:, 1:2]).tanh()
-    from ..creation import manual_seed
     manual_seed(0)
     model = MLP(4, 16, 1)
-    opt = SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = make_optimizer(model.parameters())
     first = None
     for _ in range(40):
         opt.zero_grad()
@@ -348,6 +346,14 @@ def _sgd_trains():
         opt.step()
         first = first if first is not None else loss.item()
     assert loss.item() < 0.5 * first, (first, loss.item())
+
+
+@_test("sgd_momentum_step")
+def _sgd_trains():
+    """SGD with momentum over an MLP's flat parameter buffer lowers the loss on a regression task"""
+    from ..optim import SGD
+
+    _trains(lambda params: SGD(params, lr=0.1, momentum=0.9))
 
 
 # -- adam_step (notebook 08) --------------------------------------------------------------------------
@@ -372,22 +378,6 @@ def _adam_matches_the_rule():
 @_test("adam_step")
 def _adam_trains():
     """Adam over an MLP's flat parameter buffer lowers the loss on a regression task"""
-    from ..creation import Generator, manual_seed, randn
-    from ..functions.loss import mse_loss
-    from ..nn import MLP
     from ..optim import Adam
 
-    g = Generator().manual_seed(0)
-    X = randn(64, 4, generator=g)
-    Y = (X[:, :1] * 2 - X[:, 1:2]).tanh()
-    manual_seed(0)
-    model = MLP(4, 16, 1)
-    opt = Adam(model.parameters(), lr=0.01)
-    first = None
-    for _ in range(40):
-        opt.zero_grad()
-        loss = mse_loss(model(X), Y)
-        loss.backward()
-        opt.step()
-        first = first if first is not None else loss.item()
-    assert loss.item() < 0.5 * first, (first, loss.item())
+    _trains(lambda params: Adam(params, lr=0.01))
