@@ -140,3 +140,24 @@ def test_the_learners_unbroadcast_drives_backward_and_the_trace_shows_it():
         ((mt.randn(4, 3) @ w + b) ** 2).mean().backward()
     assert ((4, 1), (1,)) in seen and b.grad.shape == (1,)
     assert tr.filter("backward"), "the backward ran inside the recording"
+
+
+def test_the_training_suites_refuse_an_optimizer_that_does_not_train():
+    """engine_suites._trains: the loss must at least halve in 40 steps; an optimizer that never moves the
+    parameters, or moves them 1e-6 of the way, fails; SGD with momentum passes."""
+    from microtorch.exercises import engine_suites
+
+    class Still:  # an optimizer whose step does nothing
+        def __init__(self, params):
+            pass
+
+        def zero_grad(self):
+            pass
+
+        def step(self):
+            pass
+
+    for make in (Still, lambda params: mt.optim.SGD(params, lr=1e-6)):
+        with pytest.raises(AssertionError):
+            engine_suites._trains(make)
+    engine_suites._trains(lambda params: mt.optim.SGD(params, lr=0.1, momentum=0.9))
